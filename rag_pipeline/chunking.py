@@ -1,0 +1,317 @@
+"""Elements → chunks: structure first, then size in tokens of the dense model's own tokenizer.
+
+1. Every element becomes one or more pieces that fit the budget: a long paragraph is split at
+   sentence ends (English and Chinese), a long sentence at token boundaries, both with overlap;
+   a long table or list is split between rows, a table repeating its header row.
+2. Consecutive pieces are packed into chunks while they fit; a heading starts a new chunk, and a
+   new section does too unless the chunk so far is short, so headings stay with their text.
+
+Sizes are counted with the model's tokenizer because the model silently drops whatever lies
+beyond its sequence length: a chunk that does not fit is a chunk that is partly not searchable.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from rag_pipeline import ids
+from rag_pipeline.language import detect_language
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+    from rag_pipeline.parsing import Element
+
+# Sentence ends: ASCII terminators before a space and a capital, digit or opening quote;
+# CJK terminators anywhere (Chinese puts no space after them). Closing quotes stay with the end.
+_SENTENCE_END = re.compile(
+    r"(?<=[.!?])['\"”’)\]]*\s+(?=[\"“‘(\[A-Z0-9\u00c0-\u024f])"
+    r"|(?<=[。！？；…])['\"”’）」』]*\s*"
+    r"|(?<=[.!?])['\"”’)\]]*\s*(?=[\u3400-\u9fff])"
+)
+_ABBREVIATION = re.compile(
+    r"(\b(e\.g|i\.e|etc|vs|cf|al|Fig|Figs|Eq|Eqs|No|Nos|Dr|Mr|Mrs|Ms|Prof|St|Inc|Ltd|Co|Jr|Sr|"
+    r"approx|Vol|pp|Sec|Ch)|\b[A-Z])\.$"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkBox:
+    page: int
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+
+
+@dataclass(slots=True)
+class Chunk:
+    chunk_id: str
+    doc_id: str
+    version: str
+    index: int
+    text: str
+    page_start: int | None
+    page_end: int | None
+    bboxes: list[ChunkBox]
+    section: tuple[str, ...]
+    token_count: int
+    lang: str
+    kinds: tuple[str, ...] = ()
+
+    @property
+    def text_hash(self) -> str:
+        return ids.text_hash(self.text)
+
+
+class TokenCounter:
+    """Token counts and offsets from a model's tokenizer, without its truncation or special tokens."""
+
+    def __init__(self, tokenizer: Tokenizer, max_length: int) -> None:
+        from tokenizers import Tokenizer as TokenizerType
+
+        self._tokenizer = TokenizerType.from_str(tokenizer.to_str())
+        self._tokenizer.no_truncation()
+        self._tokenizer.no_padding()
+        self.special_tokens = len(self._tokenizer.encode("", add_special_tokens=True).ids)
+        self.max_length = max_length  # the model's sequence length, special tokens included
+
+    def count(self, texts: list[str]) -> list[int]:
+        encodings = self._tokenizer.encode_batch(texts, add_special_tokens=False)
+        return [len(encoding.ids) for encoding in encodings]
+
+    def offsets(self, text: str) -> list[tuple[int, int]]:
+        return self._tokenizer.encode(text, add_special_tokens=False).offsets
+
+
+@dataclass(slots=True)
+class _Piece:
+    element: Element
+    start: int
+    end: int
+    tokens: int
+    text: str = field(default="")
+
+
+def chunk_document(
+    elements: list[Element],
+    *,
+    doc_id: str,
+    version: str,
+    counter: TokenCounter,
+    max_tokens: int,
+    overlap_tokens: int,
+) -> list[Chunk]:
+    """Chunks of at most ``max_tokens`` model tokens, special tokens included."""
+    budget = min(max_tokens, counter.max_length) - counter.special_tokens
+    overlap = min(overlap_tokens, budget // 4)
+    elements = [element for element in elements if element.text.strip()]
+    counts = counter.count([element.text for element in elements])
+    pieces: list[_Piece] = []
+    for element, count in zip(elements, counts, strict=True):
+        if count <= budget:
+            pieces.append(_Piece(element, 0, len(element.text), count, element.text))
+        else:
+            pieces.extend(_split(element, counter, budget, overlap))
+    groups = _pack(pieces, budget)
+    texts = ["\n".join(piece.text.strip() for piece in group) for group in groups]
+    token_counts = counter.count(texts)
+    return [
+        _chunk(doc_id, version, index, text, group, tokens)
+        for index, (text, group, tokens) in enumerate(zip(texts, groups, token_counts, strict=True))
+    ]
+
+
+def _split(element: Element, counter: TokenCounter, budget: int, overlap: int) -> list[_Piece]:
+    text = element.text
+    if element.kind in ("table", "list"):
+        return _split_rows(element, counter, budget, overlap, repeat_header=element.kind == "table")
+    spans = _sentence_spans(text)
+    counts = counter.count([text[a:b] for a, b in spans])
+    pieces: list[_Piece] = []
+    index = 0
+    while index < len(spans):
+        if counts[index] > budget:  # one sentence longer than a chunk: cut it at token boundaries
+            start, end = spans[index]
+            pieces.extend(_split_tokens(element, start, end, counter, budget, overlap))
+            index += 1
+            continue
+        first, total = index, 0
+        while index < len(spans) and total + counts[index] <= budget:
+            total += counts[index]
+            index += 1
+        start, end = spans[first][0], spans[index - 1][1]
+        pieces.append(_Piece(element, start, end, total, text[start:end]))
+        if index < len(spans):
+            # Step back over whole sentences worth about `overlap` tokens for the next piece.
+            back, carried = index, 0
+            while back - 1 > first and carried + counts[back - 1] <= overlap:
+                back -= 1
+                carried += counts[back]
+            index = back
+    return pieces
+
+
+def _sentence_spans(text: str) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for match in _SENTENCE_END.finditer(text):
+        if match.start() <= start or _ABBREVIATION.search(text[start : match.start()]):
+            continue
+        end = match.end()
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        spans.append((start, end))
+        start = match.end()
+    if text[start:].strip():
+        spans.append((start, len(text)))
+    # Lines are sentences too when the text has no punctuation to split at (logs, code, lists).
+    return [span for a, b in spans for span in _line_spans(text, a, b)]
+
+
+def _line_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    if "\n" not in text[start:end]:
+        return [(start, end)]
+    spans, cursor = [], start
+    for line in text[start:end].split("\n"):
+        if line.strip():
+            spans.append((cursor, cursor + len(line)))
+        cursor += len(line) + 1
+    return spans
+
+
+def _split_tokens(
+    element: Element, start: int, end: int, counter: TokenCounter, budget: int, overlap: int
+) -> list[_Piece]:
+    offsets = [(a + start, b + start) for a, b in counter.offsets(element.text[start:end])]
+    pieces: list[_Piece] = []
+    first = 0
+    while first < len(offsets):
+        last = min(first + budget, len(offsets))
+        piece_start, piece_end = offsets[first][0], offsets[last - 1][1]
+        pieces.append(
+            _Piece(
+                element, piece_start, piece_end, last - first, element.text[piece_start:piece_end]
+            )
+        )
+        if last == len(offsets):
+            break
+        first = max(last - overlap, first + 1)
+    return pieces
+
+
+def _split_rows(
+    element: Element, counter: TokenCounter, budget: int, overlap: int, repeat_header: bool
+) -> list[_Piece]:
+    lines = _line_spans(element.text, 0, len(element.text))
+    counts = counter.count([element.text[a:b] for a, b in lines])
+    header = lines[0] if repeat_header and counts[0] < budget // 2 else None
+    header_tokens = counts[0] if header else 0
+    pieces: list[_Piece] = []
+    index = 1 if header else 0
+    while index < len(lines):
+        if counts[index] + header_tokens > budget:  # one row longer than a chunk
+            pieces.extend(_split_tokens(element, *lines[index], counter, budget, overlap))
+            index += 1
+            continue
+        first, total = index, header_tokens
+        while index < len(lines) and total + counts[index] <= budget:
+            total += counts[index]
+            index += 1
+        start, end = lines[first][0], lines[index - 1][1]
+        body = element.text[start:end]
+        text = f"{element.text[header[0] : header[1]]}\n{body}" if header else body
+        pieces.append(_Piece(element, start, end, total, text))
+    return pieces
+
+
+def _pack(pieces: list[_Piece], budget: int) -> list[list[_Piece]]:
+    groups: list[list[_Piece]] = []
+    tokens = 0
+    for piece in pieces:
+        if groups and _joins(groups[-1], tokens, piece, budget):
+            groups[-1].append(piece)
+            tokens += piece.tokens
+        else:
+            groups.append([piece])
+            tokens = piece.tokens
+    return groups
+
+
+def _joins(group: list[_Piece], tokens: int, piece: _Piece, budget: int) -> bool:
+    """Whether ``piece`` continues the chunk ``group`` (of ``tokens`` tokens so far)."""
+    last = group[-1].element
+    if tokens + piece.tokens > budget or piece.element is last:  # too big, or an overlapping split
+        return False
+    section = piece.element.section
+    starts_section = piece.element.kind == "title" or section[: len(last.section)] != last.section
+    has_content = any(p.element.kind != "title" for p in group)
+    # A new section starts a new chunk, unless the chunk so far is short: headings stay with
+    # their first text, and runs of tiny sections are not scattered over tiny chunks.
+    return not (starts_section and has_content and tokens >= budget // 4)
+
+
+def _chunk(
+    doc_id: str, version: str, index: int, text: str, group: list[_Piece], tokens: int
+) -> Chunk:
+    boxes: list[ChunkBox] = []
+    for piece in group:
+        boxes.extend(_piece_boxes(piece))
+    pages = [piece.element.page for piece in group if piece.element.page is not None]
+    content = next((p for p in group if p.element.kind != "title"), group[0])
+    return Chunk(
+        chunk_id=ids.chunk_id(doc_id, version, index),
+        doc_id=doc_id,
+        version=version,
+        index=index,
+        text=text,
+        page_start=min(pages) if pages else None,
+        page_end=max(pages) if pages else None,
+        bboxes=boxes,
+        section=content.element.section,
+        token_count=tokens,
+        lang=detect_language(text),
+        kinds=tuple(dict.fromkeys(piece.element.kind for piece in group)),
+    )
+
+
+def _piece_boxes(piece: _Piece) -> list[ChunkBox]:
+    """The piece's lines on its page, merged into one rectangle (or the element's box)."""
+    element = piece.element
+    if element.page is None:
+        return []
+    lines = [box.bbox for box in element.boxes if box.start < piece.end and box.end > piece.start]
+    if not lines:
+        return [ChunkBox(element.page, *element.bbox)] if element.bbox else []
+    return [
+        ChunkBox(
+            element.page,
+            min(b[0] for b in lines),
+            min(b[1] for b in lines),
+            max(b[2] for b in lines),
+            max(b[3] for b in lines),
+        )
+    ]
+
+
+def chunk_as_record(chunk: Chunk) -> dict[str, Any]:
+    """A chunk as one row of the catalog's chunk table."""
+    return {
+        "chunk_id": chunk.chunk_id,
+        "doc_id": chunk.doc_id,
+        "version": chunk.version,
+        "chunk_index": chunk.index,
+        "text": chunk.text,
+        "text_hash": chunk.text_hash,
+        "page_start": chunk.page_start,
+        "page_end": chunk.page_end,
+        "bboxes": [
+            {"page": b.page, "x0": b.x0, "y0": b.y0, "x1": b.x1, "y1": b.y1} for b in chunk.bboxes
+        ],
+        "section": list(chunk.section),
+        "token_count": chunk.token_count,
+        "lang": chunk.lang,
+        "kinds": list(chunk.kinds),
+    }

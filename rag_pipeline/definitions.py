@@ -1,0 +1,21 @@
+"""The Dagster code location: ``dagster dev`` (see workspace.yaml) and the CLI load this."""
+
+import os
+
+from dagster import Definitions
+
+from rag_pipeline.defs.assets import document_assets
+from rag_pipeline.defs.resources import IndexingResource
+from rag_pipeline.defs.runs import index_documents_job
+from rag_pipeline.defs.sensors import hourly_index_schedule, watched_folders_sensor
+
+# Write a run's per-document events in batches (see defs/storage.py); read by Dagster per event.
+os.environ.setdefault("DAGSTER_EVENT_BATCH_SIZE", "100000")
+
+defs = Definitions(
+    assets=document_assets,
+    jobs=[index_documents_job],
+    sensors=[watched_folders_sensor],
+    schedules=[hourly_index_schedule],
+    resources={"indexing": IndexingResource()},
+)

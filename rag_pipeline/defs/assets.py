@@ -1,0 +1,195 @@
+"""The asset graph, one dynamic partition per document, each asset a thin call into ``Indexer``.
+
+Every asset materializes all the run's documents in one invocation (single-run backfill policy),
+so a run over N changed documents is one process and the embedding batches span documents.
+"""
+
+
+import warnings
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from dagster import (
+    AssetCheckEvaluation,
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    AssetKey,
+    BackfillPolicy,
+    BetaWarning,
+    Config,
+    MaterializeResult,
+    asset,
+)
+from dagster._core.execution.context.metadata_logging import (
+    AssetMetadataHandle,
+    OutputMetadataAccumulator,
+)
+from pydantic import Field
+
+from rag_pipeline.defs.partitions import documents_partitions
+from rag_pipeline.defs.resources import IndexingResource
+from rag_pipeline.indexing import CheckOutcome
+
+# BackfillPolicy is "beta"; it is what runs a batch of documents in one invocation.
+warnings.filterwarnings("ignore", category=BetaWarning, message=".*backfill_policy.*")
+
+_PER_DOCUMENT = {
+    "partitions_def": documents_partitions,
+    "backfill_policy": BackfillPolicy.single_run(),
+    "group_name": "indexing",
+}
+
+
+class ManifestConfig(Config):
+    force: bool = Field(
+        default=False,
+        description="Re-index the selected documents even if their version is unchanged.",
+    )
+
+
+def record_per_document(
+    context: AssetExecutionContext, report: Mapping[str, Mapping[str, Any]]
+) -> MaterializeResult:
+    """Attach each document's metadata to its own partition's materialization.
+
+    ``context.add_asset_metadata(..., partition_key=k)`` re-reads every dynamic partition to
+    validate ``k`` on each call, which is quadratic over a large batch; the keys here are the
+    run's own, so the accumulator is extended once. (Dagster internals, pinned by
+    ``dagster==1.13.*`` and by a test reading the metadata back.)
+    """
+    step = context.op_execution_context._step_execution_context
+    accumulated = dict(step._metadata_accumulator.per_output_metadata)
+    for key in context.partition_keys:
+        values = {name: value for name, value in report.get(key, {}).items() if value is not None}
+        if values:
+            accumulated[
+                AssetMetadataHandle(asset_key=context.assets_def.key, partition_key=key)
+            ] = values
+    step._metadata_accumulator = OutputMetadataAccumulator(per_output_metadata=accumulated)
+    failed = sum(1 for key in context.partition_keys if "error" in report.get(key, {}))
+    summary = {"batch_documents": len(context.partition_keys), "batch_failed": failed}
+    summary |= {f"batch_{name}": value for name, value in report.get("*", {}).items()}
+    return MaterializeResult(metadata=summary)
+
+
+@asset(
+    **_PER_DOCUMENT,
+    description="The document's file: path, size, content hash, version, and what this run does "
+    "with it (index, unchanged, delete).",
+)
+def file_manifest(
+    context: AssetExecutionContext, config: ManifestConfig, indexing: IndexingResource
+) -> MaterializeResult:
+    return record_per_document(
+        context, indexing.indexer.plan(context.partition_keys, force=config.force)
+    )
+
+
+@asset(
+    **_PER_DOCUMENT,
+    deps=[file_manifest],
+    description="Text elements with page, box and section path (PyMuPDF, unstructured, direct parsers).",
+)
+def parsed_pages(context: AssetExecutionContext, indexing: IndexingResource) -> MaterializeResult:
+    return record_per_document(context, indexing.indexer.parse(context.partition_keys))
+
+
+@asset(
+    **_PER_DOCUMENT,
+    deps=[parsed_pages],
+    description="Chunks sized in the dense model's tokens, with pages, boxes and section.",
+)
+def chunks(context: AssetExecutionContext, indexing: IndexingResource) -> MaterializeResult:
+    return record_per_document(context, indexing.indexer.chunk(context.partition_keys))
+
+
+@asset(
+    **_PER_DOCUMENT,
+    deps=[chunks],
+    description="Dense vectors of the chunks; only texts not in the embedding cache are embedded.",
+)
+def dense_embeddings(
+    context: AssetExecutionContext, indexing: IndexingResource
+) -> MaterializeResult:
+    return record_per_document(context, indexing.indexer.embed_dense(context.partition_keys))
+
+
+@asset(
+    **_PER_DOCUMENT,
+    deps=[chunks],
+    description="Sparse keyword vectors of the chunks (BM25 with jieba for Chinese, or SPLADE).",
+)
+def sparse_embeddings(
+    context: AssetExecutionContext, indexing: IndexingResource
+) -> MaterializeResult:
+    return record_per_document(context, indexing.indexer.embed_sparse(context.partition_keys))
+
+
+_QDRANT_POINTS = AssetKey("qdrant_points")
+CHECKS = {
+    "every_chunk_has_point": "Each indexed document has exactly one point per chunk.",
+    "no_orphan_points": "Every point belongs to a document's indexed version.",
+    "vector_size_matches_model": "The collection's dense vectors have the model's size.",
+    "no_document_silently_empty": "No document is indexed without chunks or failed without a reason.",
+}
+
+
+@asset(
+    **_PER_DOCUMENT,
+    deps=[dense_embeddings, sparse_embeddings],
+    description="The document's points in the vector store (new version upserted, older ones "
+    "deleted) and its catalog rows.",
+    check_specs=[
+        AssetCheckSpec(name, asset=_QDRANT_POINTS, description=description)
+        for name, description in CHECKS.items()
+    ],
+)
+def qdrant_points(
+    context: AssetExecutionContext, indexing: IndexingResource
+) -> Iterator[MaterializeResult | AssetCheckResult | AssetCheckEvaluation]:
+    indexer = indexing.indexer
+    keys = context.partition_keys
+    yield record_per_document(context, indexer.write_points(keys))
+    outcomes = {
+        "every_chunk_has_point": indexer.check_every_chunk_has_point(keys),
+        "no_orphan_points": indexer.check_no_orphan_points(),
+        "vector_size_matches_model": indexer.check_vector_size(),
+        "no_document_silently_empty": indexer.check_no_silent_empty(keys),
+    }
+    for name, outcome in outcomes.items():
+        yield from _check_events(name, outcome, set(keys))
+
+
+def _check_events(
+    name: str, outcome: CheckOutcome, keys: set[str]
+) -> Iterator[AssetCheckResult | AssetCheckEvaluation]:
+    # Per-document evaluations for the documents that fail (each is a separate event, so
+    # passing documents are summed up in the batch result instead).
+    for doc_id, problem in outcome.failures.items():
+        if doc_id in keys:
+            yield AssetCheckEvaluation(
+                asset_key=_QDRANT_POINTS,
+                check_name=name,
+                passed=False,
+                partition=doc_id,
+                severity=AssetCheckSeverity.ERROR,
+                metadata={"problem": problem},
+            )
+    yield AssetCheckResult(
+        check_name=name,
+        passed=outcome.passed,
+        severity=AssetCheckSeverity.ERROR,
+        metadata={**outcome.summary, "failures": dict(list(outcome.failures.items())[:50])},
+    )
+
+
+document_assets = [
+    file_manifest,
+    parsed_pages,
+    chunks,
+    dense_embeddings,
+    sparse_embeddings,
+    qdrant_points,
+]

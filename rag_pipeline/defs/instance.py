@@ -1,0 +1,101 @@
+"""The Dagster instance the CLI and ``dagster dev`` share: ``<home>/dagster`` is DAGSTER_HOME.
+
+Its ``dagster.yaml`` is written from the settings: SQLite storage under the home folder by
+default (with batched event writes, see ``storage.py``), PostgreSQL through dagster-postgres
+when ``dagster.postgres_url`` is set.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import yaml
+
+from rag_pipeline.config import Settings
+
+if TYPE_CHECKING:
+    from dagster import DagsterInstance
+
+
+def dagster_home(settings: Settings) -> Path:
+    return settings.home / "dagster"
+
+
+def instance_config(settings: Settings) -> dict[str, Any]:
+    base = dagster_home(settings)
+    config: dict[str, Any] = {
+        "local_artifact_storage": {
+            "module": "dagster._core.storage.root",
+            "class": "LocalArtifactStorage",
+            "config": {"base_dir": str(base)},
+        },
+        "compute_logs": {
+            "module": "dagster._core.storage.local_compute_log_manager",
+            "class": "LocalComputeLogManager",
+            "config": {"base_dir": str(base / "logs")},
+        },
+        "telemetry": {"enabled": False},
+        "python_logs": {"managed_python_loggers": ["rag_pipeline"], "python_log_level": "INFO"},
+        # One indexing run at a time; the per-home file lock also covers CLI runs.
+        "concurrency": {"runs": {"max_concurrent_runs": 1}},
+    }
+    if settings.dagster.postgres_url:
+        config["storage"] = {
+            "postgres": {"postgres_db": _postgres_db(settings.dagster.postgres_url)}
+        }
+    else:
+        config |= {
+            "run_storage": {
+                "module": "dagster._core.storage.runs",
+                "class": "SqliteRunStorage",
+                "config": {"base_dir": str(base / "history")},
+            },
+            "event_log_storage": {
+                "module": "rag_pipeline.defs.storage",
+                "class": "BatchedSqliteEventLogStorage",
+                "config": {"base_dir": str(base / "history" / "runs")},
+            },
+            "schedule_storage": {
+                "module": "dagster._core.storage.schedules",
+                "class": "SqliteScheduleStorage",
+                "config": {"base_dir": str(base / "schedules")},
+            },
+        }
+    return config
+
+
+def _postgres_db(url: str) -> dict[str, Any]:
+    """postgresql://user:password@host:port/db as dagster-postgres' settings.
+
+    The scheme is spelled out because SQLAlchemy 2.1 reads a bare ``postgresql://`` as
+    psycopg 3, while dagster-postgres installs psycopg2.
+    """
+    parts = urlsplit(url)
+    return {
+        "username": parts.username or "postgres",
+        "password": parts.password or "",
+        "hostname": parts.hostname or "localhost",
+        "port": parts.port or 5432,
+        "db_name": parts.path.lstrip("/") or "postgres",
+        "scheme": "postgresql+psycopg2",
+    }
+
+
+def write_instance_config(settings: Settings) -> Path:
+    """Write ``<home>/dagster/dagster.yaml`` (when it changed) and return the folder."""
+    home = dagster_home(settings)
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / "dagster.yaml"
+    text = yaml.safe_dump(instance_config(settings), sort_keys=False)
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+        path.chmod(0o600)  # it may hold a database password
+    return home
+
+
+def get_instance(settings: Settings) -> DagsterInstance:
+    from dagster import DagsterInstance
+
+    return DagsterInstance.from_config(str(write_instance_config(settings)))

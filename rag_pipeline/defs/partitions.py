@@ -1,0 +1,69 @@
+"""One dynamic partition per document, keyed by its readable id (``<folder>/<path inside it>``).
+
+A Dagster run covers one contiguous range of partition keys, and dynamic partitions are ordered
+by when they were added. So before a run, the documents it must handle are removed and added
+again, which moves them to the end in one contiguous range; materialization history survives
+this. One run, one process, however many documents changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from dagster import DynamicPartitionsDefinition
+
+if TYPE_CHECKING:
+    from dagster import DagsterInstance
+
+DOCUMENTS = "documents"
+documents_partitions = DynamicPartitionsDefinition(name=DOCUMENTS)
+
+RANGE_START_TAG = "dagster/asset_partition_range_start"
+RANGE_END_TAG = "dagster/asset_partition_range_end"
+
+
+def arrange_partitions(
+    instance: DagsterInstance, batch: list[str], listed: Iterable[str]
+) -> dict[str, str]:
+    """Make ``batch`` one contiguous range of partitions and return the run tags for it.
+
+    ``listed`` are all documents that should have a partition (on disk or in the catalog);
+    partitions of anything else are removed, missing ones added. Partitions are only moved when
+    the batch is not already contiguous (a single document always is).
+    """
+    wanted = set(listed) | set(batch)
+    existing = []
+    for key in instance.get_dynamic_partitions(DOCUMENTS):
+        if key in wanted:
+            existing.append(key)
+        else:
+            instance.delete_dynamic_partition(DOCUMENTS, key)
+    position = {key: index for index, key in enumerate(existing)}
+    present = sorted(position[key] for key in batch if key in position)
+    absent = [key for key in batch if key not in position]
+    others = sorted(wanted - set(position) - set(batch))
+    in_place = not others and (
+        not present
+        or (
+            present[-1] - present[0] + 1 == len(present)
+            and (not absent or present[-1] == len(existing) - 1)
+        )
+    )
+    if in_place:
+        ordered = [existing[index] for index in present] + absent
+        instance.add_dynamic_partitions(DOCUMENTS, absent)
+    else:
+        for key in batch:
+            if key in position:
+                instance.delete_dynamic_partition(DOCUMENTS, key)
+        ordered = batch
+        instance.add_dynamic_partitions(DOCUMENTS, others + batch)
+    return {RANGE_START_TAG: ordered[0], RANGE_END_TAG: ordered[-1]} if ordered else {}
+
+
+def remove_partitions(instance: DagsterInstance, keys: Iterable[str]) -> None:
+    existing = set(instance.get_dynamic_partitions(DOCUMENTS))
+    for key in keys:
+        if key in existing:
+            instance.delete_dynamic_partition(DOCUMENTS, key)

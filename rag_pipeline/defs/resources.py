@@ -1,0 +1,40 @@
+"""The resource every asset uses: the settings of a home folder and the run's Indexer."""
+
+
+from contextlib import ExitStack
+
+from dagster import ConfigurableResource, InitResourceContext
+from pydantic import Field, PrivateAttr
+
+from rag_pipeline.config import Settings, load_settings
+from rag_pipeline.indexing import Indexer
+from rag_pipeline.locking import index_lock
+
+
+class IndexingResource(ConfigurableResource):
+    """Opens the home folder's stores for one run, holding its indexing lock meanwhile."""
+
+    home: str | None = Field(
+        default=None,
+        description="The rag-pipeline home folder; default $RAG_PIPELINE_HOME or ./data.",
+    )
+    _exit_stack: ExitStack = PrivateAttr(default_factory=ExitStack)
+    _indexer: Indexer | None = PrivateAttr(default=None)
+
+    def settings(self) -> Settings:
+        return load_settings(self.home)
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        settings = self.settings()
+        self._exit_stack.enter_context(index_lock(settings.home))
+        self._indexer = Indexer(settings)
+        self._exit_stack.callback(self._indexer.close)
+
+    def teardown_after_execution(self, context: InitResourceContext) -> None:
+        self._exit_stack.close()
+
+    @property
+    def indexer(self) -> Indexer:
+        if self._indexer is None:
+            raise RuntimeError("IndexingResource used outside a run")
+        return self._indexer

@@ -1,0 +1,406 @@
+"""One indexing run over a batch of documents, stage by stage, as plain functions.
+
+Each method is one asset of the Dagster graph (``defs/assets.py`` only wires them): it takes the
+batch's document ids, reads the previous stage's files, writes its own, and returns per-document
+metadata for the UI. A document that fails is marked failed with its reason and the rest of the
+batch goes on; whatever was indexed for it before stays searchable.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from rag_pipeline.catalog import Catalog, DocumentRecord
+from rag_pipeline.chunking import TokenCounter, chunk_as_record, chunk_document
+from rag_pipeline.config import Settings
+from rag_pipeline.embedding import (
+    DenseEncoder,
+    EmbeddingCache,
+    SparseEncoder,
+    SparseVector,
+    ensure_dense,
+    ensure_sparse,
+)
+from rag_pipeline.embedding.models import dense_model_dim, load_dense_tokenizer
+from rag_pipeline.manifest import describe_file
+from rag_pipeline.parsing.pool import parse_in_workers
+from rag_pipeline.stages import DocumentTask, StageFiles, element_from_row
+from rag_pipeline.store import VectorStore, open_vector_store
+from rag_pipeline.store.schema import DocumentFacts, IndexPoint, chunk_point
+
+Metadata = dict[str, Any]
+
+_PREVIEW_CHARS = 300
+
+
+@dataclass(frozen=True, slots=True)
+class CheckOutcome:
+    passed: bool
+    failures: dict[str, str]  # doc id (or "*") → what is wrong
+    summary: Metadata
+
+
+class Indexer:
+    """Holds what a run shares between stages: settings, files, and models and store opened on use."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.catalog = Catalog(settings.home)
+        self.stages = StageFiles(settings.home)
+
+    @cached_property
+    def dense(self) -> DenseEncoder:
+        return DenseEncoder(self.settings.embedding, self.settings.home)
+
+    @cached_property
+    def sparse(self) -> SparseEncoder:
+        return SparseEncoder(self.settings.embedding, self.settings.home)
+
+    @cached_property
+    def cache(self) -> EmbeddingCache:
+        return EmbeddingCache(self.settings.home / "cache" / "embeddings.sqlite")
+
+    @cached_property
+    def store(self) -> VectorStore:
+        return open_vector_store(self.settings)
+
+    @cached_property
+    def token_counter(self) -> TokenCounter:
+        tokenizer, max_length = load_dense_tokenizer(self.settings.embedding, self.settings.home)
+        return TokenCounter(tokenizer, max_length)
+
+    def close(self) -> None:
+        for name in ("store", "cache"):
+            if name in self.__dict__:
+                self.__dict__.pop(name).close()
+
+    # -- file_manifest -------------------------------------------------------------------------
+
+    def plan(self, doc_ids: Iterable[str], *, force: bool = False) -> dict[str, Metadata]:
+        """Decide per document: index it, leave it (unchanged), or delete it (file gone)."""
+        known = self.catalog.documents()
+        report: dict[str, Metadata] = {}
+        for doc_id in doc_ids:
+            record = known.get(doc_id)
+            file = describe_file(self.settings, doc_id, record)
+            if file is None:
+                task = DocumentTask(doc_id, "delete", None)
+            elif record and record.version == file.version and not force:
+                task = DocumentTask(doc_id, "unchanged", file)
+            else:
+                task = DocumentTask(doc_id, "index", file)
+            self.stages.write_task(task)
+            report[doc_id] = {"action": task.action}
+            if file:
+                report[doc_id] |= {
+                    "path": str(file.path),
+                    "file_type": file.file_type,
+                    "bytes": file.size,
+                    "sha256": file.sha256,
+                    "version": file.version,
+                }
+        return report
+
+    def _tasks(self, doc_ids: Iterable[str], action: str = "index") -> list[DocumentTask]:
+        tasks = [self.stages.read_task(doc_id) for doc_id in doc_ids]
+        return [task for task in tasks if task is not None and task.action == action]
+
+    # -- parsed_pages --------------------------------------------------------------------------
+
+    def parse(self, doc_ids: Iterable[str]) -> dict[str, Metadata]:
+        limits = self.settings.parsing
+        report: dict[str, Metadata] = {}
+        jobs = []
+        for task in self._tasks(doc_ids):
+            assert task.file is not None
+            refusal = task.file.error
+            if refusal is None and task.file.size > limits.max_file_mb * 1024 * 1024:
+                refusal = (
+                    f"the file is {task.file.size / 1024 / 1024:.0f} MB, over the "
+                    f"{limits.max_file_mb:g} MB limit (parsing.max_file_mb)"
+                )
+            if refusal:
+                self.stages.write_parsed(task.doc_id, task.file.version, None, refusal)
+                report[task.doc_id] = {"error": refusal}
+            else:
+                jobs.append((task, task.file.path))
+        versions = {task.doc_id: task.file.version for task, _ in jobs if task.file}
+        outcomes = parse_in_workers(
+            ((task.doc_id, path) for task, path in jobs),
+            workers=limits.workers,
+            timeout_seconds=limits.timeout_seconds,
+        )
+        for outcome in outcomes:
+            self.stages.write_parsed(
+                outcome.key, versions[outcome.key], outcome.document, outcome.error
+            )
+            entry: Metadata = {"seconds": round(outcome.seconds, 3)}
+            if outcome.document:
+                entry |= {
+                    "pages": outcome.document.page_count or 0,
+                    "elements": len(outcome.document.elements),
+                    "title": outcome.document.title or "",
+                }
+            else:
+                entry["error"] = outcome.error
+            report[outcome.key] = entry
+        return report
+
+    # -- chunks --------------------------------------------------------------------------------
+
+    def chunk(self, doc_ids: Iterable[str]) -> dict[str, Metadata]:
+        chunking = self.settings.chunking
+        report: dict[str, Metadata] = {}
+        for task in self._tasks(doc_ids):
+            assert task.file is not None
+            version = task.file.version
+            parsed = self.stages.read_parsed(task.doc_id)
+            meta: Metadata = {}
+            rows: list[dict[str, Any]] = []
+            if parsed is None or parsed.version != version:
+                meta["error"] = "no parse of this version: materialize parsed_pages first"
+            elif parsed.error:
+                meta["error"] = parsed.error
+            else:
+                started = time.perf_counter()
+                chunks = chunk_document(
+                    [element_from_row(row) for row in parsed.rows],
+                    doc_id=task.doc_id,
+                    version=version,
+                    counter=self.token_counter,
+                    max_tokens=chunking.max_tokens,
+                    overlap_tokens=chunking.overlap_tokens,
+                )
+                rows = [chunk_as_record(chunk) for chunk in chunks]
+                meta |= {"title": parsed.meta.get("title"), "pages": parsed.meta.get("pages")}
+                if not rows:
+                    meta["error"] = "no text to index after parsing"
+                report[task.doc_id] = {
+                    "chunks": len(rows),
+                    "tokens": sum(row["token_count"] for row in rows),
+                    "seconds": round(time.perf_counter() - started, 3),
+                    "preview": rows[0]["text"][:_PREVIEW_CHARS] if rows else "",
+                }
+            if "error" in meta:
+                report[task.doc_id] = {"error": meta["error"]}
+            self.stages.write_chunks(task.doc_id, version, rows, meta)
+        return report
+
+    def _chunk_rows(self, doc_ids: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+        """The current version's chunks of every document to index (empty when it failed)."""
+        rows: dict[str, list[dict[str, Any]]] = {}
+        for task in self._tasks(doc_ids):
+            stage = self.stages.read_chunks(task.doc_id)
+            current = (
+                stage is not None and task.file is not None and stage.version == task.file.version
+            )
+            rows[task.doc_id] = stage.rows if current and stage else []
+        return rows
+
+    # -- dense_embeddings / sparse_embeddings --------------------------------------------------
+
+    def embed_dense(self, doc_ids: Iterable[str]) -> dict[str, Metadata]:
+        return self._embed(
+            doc_ids, lambda texts: ensure_dense(self.dense, texts, self.cache), self.dense.model_id
+        )
+
+    def embed_sparse(self, doc_ids: Iterable[str]) -> dict[str, Metadata]:
+        return self._embed(
+            doc_ids,
+            lambda texts: ensure_sparse(self.sparse, texts, self.cache),
+            self.sparse.model_id,
+        )
+
+    def _embed(self, doc_ids: Iterable[str], ensure: Any, model_id: str) -> dict[str, Metadata]:
+        per_document = self._chunk_rows(doc_ids)
+        texts = {row["text_hash"]: row["text"] for rows in per_document.values() for row in rows}
+        cached_before = set(self.cache.get_many(model_id, texts))
+        started = time.perf_counter()
+        counts = ensure(texts)
+        seconds = time.perf_counter() - started
+        report: dict[str, Metadata] = {}
+        for doc_id, rows in per_document.items():
+            hashes = {row["text_hash"] for row in rows}
+            report[doc_id] = {
+                "model": model_id,
+                "chunks": len(rows),
+                "embedded": len(hashes - cached_before),
+                "cached": len(hashes & cached_before),
+            }
+        if per_document:
+            report["*"] = {
+                "embedded": counts.embedded,
+                "cached": counts.cached,
+                "seconds": round(seconds, 3),
+            }
+        return report
+
+    # -- qdrant_points -------------------------------------------------------------------------
+
+    def write_points(self, doc_ids: Iterable[str]) -> dict[str, Metadata]:
+        """Upsert each document's new version, delete its older ones, and commit the catalog."""
+        doc_ids = list(doc_ids)
+        store = self.store
+        store.ensure_collection(dense_model_dim(self.settings.embedding, self.settings.home))
+        known = self.catalog.documents()
+        report: dict[str, Metadata] = {}
+        for doc_id in doc_ids:
+            task = self.stages.read_task(doc_id)
+            if task is None:
+                report[doc_id] = {"error": "not planned: materialize file_manifest first"}
+            elif task.action == "delete":
+                store.delete_document(doc_id)
+                self.catalog.remove_chunks(doc_id)
+                known.pop(doc_id, None)
+                self.stages.remove(doc_id)
+                report[doc_id] = {"state": "deleted"}
+            elif task.action == "unchanged":
+                report[doc_id] = {"state": known[doc_id].state if doc_id in known else "unknown"}
+            else:
+                known[doc_id] = self._write_document(task, known.get(doc_id))
+                record = known[doc_id]
+                report[doc_id] = {
+                    "state": record.state,
+                    "points": record.chunks if record.state == "indexed" else 0,
+                }
+                if record.error:
+                    report[doc_id]["error"] = record.error
+        self.catalog.write_documents(known.values())
+        return report
+
+    def _write_document(
+        self, task: DocumentTask, previous: DocumentRecord | None
+    ) -> DocumentRecord:
+        file = task.file
+        assert file is not None
+        stage = self.stages.read_chunks(task.doc_id)
+        record = DocumentRecord(
+            doc_id=task.doc_id,
+            source=file.source,
+            relative_path=file.relative_path,
+            file_type=file.file_type,
+            size=file.size,
+            mtime_ns=file.mtime_ns,
+            sha256=file.sha256,
+            version=file.version,
+            state="failed",
+            indexed_version=previous.indexed_version if previous else None,
+            title=previous.title if previous else None,
+            pages=previous.pages if previous else None,
+            chunks=previous.chunks if previous else 0,
+            tokens=previous.tokens if previous else 0,
+            updated_at=time.time(),
+        )
+        if stage is None or stage.version != file.version:
+            record.error = "no chunks of this version: materialize the chunks asset first"
+            return record
+        if stage.error:
+            record.error = stage.error
+            return record
+        rows = stage.rows
+        title = stage.meta.get("title") or file.path.stem
+        facts = DocumentFacts(
+            doc_id=task.doc_id,
+            file_path=str(file.path),
+            file_type=file.file_type,
+            title=title,
+            version=file.version,
+            sha256=file.sha256,
+            mtime=file.mtime_ns / 1e9,
+        )
+        hashes = [row["text_hash"] for row in rows]
+        dense = self.cache.get_many(self.dense.model_id, hashes)
+        sparse = self.cache.get_many(self.sparse.model_id, hashes)
+        missing = [h for h in hashes if h not in dense or h not in sparse]
+        if missing:
+            record.error = (
+                f"{len(missing)} chunks have no vectors: materialize the embedding assets first"
+            )
+            return record
+        points: list[IndexPoint] = []
+        for row in rows:
+            vector = SparseVector.from_bytes(sparse[row["text_hash"]])
+            points.append(
+                chunk_point(
+                    row,
+                    facts,
+                    np.frombuffer(dense[row["text_hash"]], dtype=np.float32),
+                    (vector.indices, vector.values),
+                )
+            )
+        # New version first, then the old ones: a crash in between leaves both versions, which
+        # the next run (seeing the catalog still on the old version) converges to the new one.
+        self.store.upsert(points)
+        self.store.delete_document(task.doc_id, keep_version=file.version)
+        self.catalog.write_chunks(task.doc_id, rows)
+        record.state = "indexed"
+        record.indexed_version = file.version
+        record.error = None
+        record.title = title
+        record.pages = stage.meta.get("pages")
+        record.chunks = len(rows)
+        record.tokens = sum(row["token_count"] for row in rows)
+        return record
+
+    # -- checks --------------------------------------------------------------------------------
+
+    def check_every_chunk_has_point(self, doc_ids: Iterable[str]) -> CheckOutcome:
+        known = self.catalog.documents()
+        failures: dict[str, str] = {}
+        for doc_id in doc_ids:
+            record = known.get(doc_id)
+            if record is None or record.state != "indexed":
+                continue
+            points = self.store.count(doc_id)
+            if points != record.chunks:
+                failures[doc_id] = f"{record.chunks} chunks but {points} points"
+        return CheckOutcome(not failures, failures, {"documents_checked": len(list(known))})
+
+    def check_no_orphan_points(self) -> CheckOutcome:
+        known = self.catalog.documents()
+        live = {
+            doc_id: record.indexed_version
+            for doc_id, record in known.items()
+            if record.indexed_version
+        }
+        failures: dict[str, str] = {}
+        owners = self.store.point_owners()
+        for doc_id, version in owners.values():
+            if live.get(doc_id) != version:
+                failures[doc_id] = (
+                    f"points of version {version} but the catalog has "
+                    f"{live.get(doc_id) or 'no indexed version'}"
+                )
+        return CheckOutcome(not failures, failures, {"points": len(owners)})
+
+    def check_vector_size(self) -> CheckOutcome:
+        expected = dense_model_dim(self.settings.embedding, self.settings.home)
+        actual = self.store.dense_size()
+        passed = actual in (None, expected)
+        failures = (
+            {}
+            if passed
+            else {"*": f"collection vectors are {actual}-d, the model gives {expected}"}
+        )
+        return CheckOutcome(
+            passed, failures, {"model": self.settings.embedding.dense_model, "dim": expected}
+        )
+
+    def check_no_silent_empty(self, doc_ids: Iterable[str]) -> CheckOutcome:
+        known = self.catalog.documents()
+        failures: dict[str, str] = {}
+        for doc_id in doc_ids:
+            record = known.get(doc_id)
+            if record is None:
+                continue
+            if record.state == "indexed" and record.chunks == 0:
+                failures[doc_id] = "indexed with no chunks"
+            elif record.state == "failed" and not record.error:
+                failures[doc_id] = "failed without a reason"
+        return CheckOutcome(not failures, failures, {})

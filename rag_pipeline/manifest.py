@@ -1,0 +1,210 @@
+"""Watched folders → one row per document file, and what changed since the catalog last saw it.
+
+A file whose size and modification time are unchanged keeps the hash recorded for it, so an
+unchanged tree costs one ``stat`` per file. A document's version is its content hash combined
+with the version of the pipeline settings that shape its chunks and vectors (its format's parser,
+the chunker, the models), so changing one of them re-indexes exactly what it affects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rag_pipeline import ids
+from rag_pipeline.catalog import DocumentRecord
+from rag_pipeline.config import Settings
+from rag_pipeline.parsing import PARSER_VERSIONS, format_of
+
+# Bump when the payload or the way points are built changes.
+SCHEMA_VERSION = "points-1"
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    doc_id: str
+    source: str
+    relative_path: str
+    file_type: str
+    size: int
+    mtime_ns: int
+    sha256: str
+    version: str
+    error: str | None = None  # set when the file could not be read
+
+    @property
+    def path(self) -> Path:
+        return Path(self.source) / self.relative_path
+
+
+@dataclass(slots=True)
+class ManifestDiff:
+    files: dict[str, SourceFile]
+    new: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    missing_sources: list[Path] = field(default_factory=list)
+
+    @property
+    def to_process(self) -> list[str]:
+        """Documents a run must handle: new, changed and deleted."""
+        return [*self.new, *self.changed, *self.deleted]
+
+
+def source_labels(folders: list[Path]) -> dict[str, Path]:
+    """A short readable label per watched folder: its name, made unique by a hash of its path."""
+    names = [folder.name or "root" for folder in folders]
+    labels: dict[str, Path] = {}
+    for name, folder in zip(names, folders, strict=True):
+        label = name
+        if names.count(name) > 1:
+            label = f"{name}-{hashlib.sha256(str(folder).encode()).hexdigest()[:6]}"
+        labels[label] = folder
+    return labels
+
+
+def pipeline_version(settings: Settings, file_type: str) -> str:
+    return ids.fingerprint(
+        {
+            "parser": PARSER_VERSIONS[file_type],
+            "chunking": settings.chunking.model_dump(),
+            "dense": settings.embedding.dense_model,
+            "sparse": settings.embedding.splade_model or settings.embedding.sparse_model,
+            "schema": SCHEMA_VERSION,
+        }
+    )
+
+
+def scan_sources(
+    settings: Settings, known: dict[str, DocumentRecord]
+) -> tuple[list[SourceFile], list[Path]]:
+    """Every document under the watched folders, and the watched folders that are missing."""
+    files: list[SourceFile] = []
+    missing: list[Path] = []
+    versions: dict[str, str] = {}
+    for label, folder in source_labels(settings.watched_folders).items():
+        if not folder.is_dir():
+            missing.append(folder)
+            continue
+        for path in _walk(folder):
+            file_type = format_of(path)
+            if file_type is None:
+                continue
+            if file_type not in versions:
+                versions[file_type] = pipeline_version(settings, file_type)
+            relative = path.relative_to(folder).as_posix()
+            files.append(_describe(label, folder, relative, file_type, versions[file_type], known))
+    return files, missing
+
+
+def describe_file(
+    settings: Settings, doc_id: str, known: DocumentRecord | None
+) -> SourceFile | None:
+    """The manifest row of one document, or None when its file is gone."""
+    label, _, relative = doc_id.partition("/")
+    folder = source_labels(settings.watched_folders).get(label)
+    if folder is None or not (folder / relative).is_file():
+        return None
+    file_type = format_of(folder / relative) or "text"
+    version = pipeline_version(settings, file_type)
+    return _describe(label, folder, relative, file_type, version, {doc_id: known} if known else {})
+
+
+def _walk(folder: Path) -> Iterator[Path]:
+    """Files under ``folder``, skipping hidden entries; symbolic links to folders are not followed."""
+    stack = [folder]
+    while stack:
+        current = stack.pop()
+        try:
+            entries = sorted(os.scandir(current), key=lambda entry: entry.name)
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name.startswith((".", "~$")):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(Path(entry.path))
+            elif entry.is_file():
+                yield Path(entry.path)
+
+
+def _describe(
+    label: str,
+    folder: Path,
+    relative: str,
+    file_type: str,
+    pipeline: str,
+    known: dict[str, DocumentRecord],
+) -> SourceFile:
+    doc_id = ids.document_id(label, relative)
+    path = folder / relative
+    stat = path.stat()
+    previous = known.get(doc_id)
+    error = None
+    if previous and previous.size == stat.st_size and previous.mtime_ns == stat.st_mtime_ns:
+        sha256 = previous.sha256
+    else:
+        try:
+            sha256 = _sha256(path)
+        except OSError as exc:
+            # Unreadable now: version it by size and time so it is retried when it changes.
+            sha256, error = (
+                f"unreadable:{stat.st_size}:{stat.st_mtime_ns}",
+                f"cannot read the file ({exc.strerror})",
+            )
+    return SourceFile(
+        doc_id=doc_id,
+        source=str(folder),
+        relative_path=relative,
+        file_type=file_type,
+        size=stat.st_size,
+        mtime_ns=stat.st_mtime_ns,
+        sha256=sha256,
+        version=ids.document_version(sha256, pipeline),
+        error=error,
+    )
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def diff_manifest(
+    files: list[SourceFile],
+    missing_sources: list[Path],
+    known: dict[str, DocumentRecord],
+    *,
+    retry_failed: bool = False,
+) -> ManifestDiff:
+    """Classify documents against the catalog.
+
+    Documents of a watched folder that is missing (unmounted, renamed) are left alone rather
+    than deleted: a folder that comes back must not cost a full re-index, nor its absence the
+    index.
+    """
+    diff = ManifestDiff(
+        files={file.doc_id: file for file in files}, missing_sources=missing_sources
+    )
+    for file in files:
+        record = known.get(file.doc_id)
+        if record is None:
+            diff.new.append(file.doc_id)
+        elif record.version != file.version or (retry_failed and record.state == "failed"):
+            diff.changed.append(file.doc_id)
+        else:
+            diff.unchanged.append(file.doc_id)
+    missing = {str(folder) for folder in missing_sources}
+    diff.deleted = [
+        doc_id
+        for doc_id, record in known.items()
+        if doc_id not in diff.files and record.source not in missing
+    ]
+    return diff

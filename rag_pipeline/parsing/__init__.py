@@ -1,0 +1,135 @@
+"""File → :class:`ParsedDocument`, choosing the parser by what the file holds, not only its name."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+from rag_pipeline.parsing import markdown, office, pdf, text
+from rag_pipeline.parsing.elements import (
+    BBox,
+    Element,
+    ElementKind,
+    ParsedDocument,
+    ParseError,
+    TextBox,
+)
+
+__all__ = [
+    "PARSER_VERSIONS",
+    "BBox",
+    "Element",
+    "ElementKind",
+    "ParseError",
+    "ParsedDocument",
+    "TextBox",
+    "detect_format",
+    "format_of",
+    "parse_document",
+]
+
+# Extension → format. Files with other extensions are not documents for the manifest.
+EXTENSIONS: dict[str, str] = {
+    ".pdf": "pdf",
+    ".docx": "docx",
+    ".pptx": "pptx",
+    ".xlsx": "xlsx",
+    ".html": "html",
+    ".htm": "html",
+    ".xhtml": "html",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".txt": "text",
+    ".text": "text",
+    ".log": "text",
+    ".json": "text",
+    ".jsonl": "text",
+    ".csv": "table",
+    ".tsv": "table",
+    ".eml": "eml",
+    ".epub": "epub",
+    ".odt": "odt",
+    ".rtf": "rtf",
+}
+
+# Bumping a parser's version re-indexes the documents of its formats, and only those.
+PARSER_VERSIONS: dict[str, str] = {
+    "pdf": pdf.PARSER_VERSION,
+    "markdown": markdown.PARSER_VERSION,
+    "text": text.PARSER_VERSION,
+    "table": text.PARSER_VERSION,
+    **{file_format: office.PARSER_VERSION for file_format in office.PARTITIONERS},
+}
+
+_ZIP_MEMBERS = {
+    "word/document.xml": "docx",
+    "ppt/presentation.xml": "pptx",
+    "xl/workbook.xml": "xlsx",
+}
+_ZIP_MIMETYPES = {
+    "application/epub+zip": "epub",
+    "application/vnd.oasis.opendocument.text": "odt",
+}
+_ZIP_FORMATS = {"docx", "pptx", "xlsx", "epub", "odt"}
+
+
+def format_of(path: Path) -> str | None:
+    """The format a file's extension promises, or None when it is not a document we index."""
+    return EXTENSIONS.get(path.suffix.lower())
+
+
+def detect_format(path: Path) -> str:
+    """The format a file actually holds: its first bytes win over its extension."""
+    claimed = format_of(path) or "text"
+    with path.open("rb") as handle:
+        head = handle.read(2048)
+    if b"%PDF-" in head[:1024]:
+        return "pdf"
+    if head.startswith(b"PK\x03\x04"):
+        return _zip_format(path) or claimed
+    if head.lstrip().startswith(b"{\\rtf"):
+        return "rtf"
+    if claimed in _ZIP_FORMATS or claimed == "pdf":
+        lowered = head.lstrip().lower()
+        if lowered.startswith((b"<!doctype html", b"<html")):
+            return "html"
+        raise ParseError(
+            f"not a {claimed.upper()} file: its content does not start like one "
+            f"(wrong extension, damaged or truncated file?)"
+        )
+    return claimed
+
+
+def _zip_format(path: Path) -> str | None:
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = set(archive.namelist())
+            if "mimetype" in names:
+                mimetype = archive.read("mimetype").decode("ascii", "replace").strip()
+                if mimetype in _ZIP_MIMETYPES:
+                    return _ZIP_MIMETYPES[mimetype]
+    except (zipfile.BadZipFile, OSError) as error:
+        raise ParseError(f"damaged ZIP container ({error})") from error
+    return next((fmt for member, fmt in _ZIP_MEMBERS.items() if member in names), None)
+
+
+def parse_document(path: Path) -> ParsedDocument:
+    """Parse one file. Raises ParseError with a reason a user can act on."""
+    if not path.is_file():
+        raise ParseError("the file disappeared before it could be read")
+    if path.stat().st_size == 0:
+        raise ParseError("the file is empty (0 bytes)")
+    file_format = detect_format(path)
+    if file_format == "pdf":
+        parsed = pdf.parse_pdf(path)
+    elif file_format == "markdown":
+        parsed = markdown.parse_markdown(path)
+    elif file_format == "text":
+        parsed = text.parse_text(path)
+    elif file_format == "table":
+        parsed = text.parse_table_file(path)
+    else:
+        parsed = office.parse_office(path, file_format)
+    if not any(element.text.strip() for element in parsed.elements):
+        raise ParseError("no text found in the document")
+    return parsed

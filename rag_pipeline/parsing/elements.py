@@ -1,0 +1,42 @@
+"""What every parser returns: a document as a sequence of elements that remember where they came from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+ElementKind = Literal["title", "paragraph", "table", "list", "image"]
+
+# (x0, y0, x1, y1) in PDF points, origin at the page's top-left corner.
+BBox = tuple[float, float, float, float]
+
+
+@dataclass(frozen=True, slots=True)
+class TextBox:
+    """Where the characters ``text[start:end]`` of an element sit on its page (one line of a PDF)."""
+
+    start: int
+    end: int
+    bbox: BBox
+
+
+@dataclass(slots=True)
+class Element:
+    text: str
+    kind: ElementKind
+    page: int | None = None  # 1-based; slide or sheet number for presentations and workbooks
+    bbox: BBox | None = None
+    section: tuple[str, ...] = ()  # heading path, outermost first; a title includes itself
+    boxes: tuple[TextBox, ...] = ()  # finer positions, for highlighting part of a long element
+
+
+@dataclass(slots=True)
+class ParsedDocument:
+    elements: list[Element]
+    title: str | None = None
+    page_count: int | None = None
+    page_sizes: list[tuple[float, float]] = field(default_factory=list)  # (width, height) per page
+
+
+class ParseError(Exception):
+    """A document that cannot be indexed; the message is shown to the user as the reason."""

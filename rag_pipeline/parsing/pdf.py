@@ -1,0 +1,346 @@
+"""PDF → elements with PyMuPDF: text blocks in reading order, with page, box and heading path.
+
+Heuristics, all on PyMuPDF's text blocks:
+- reading order: columns are found from the horizontal coverage of narrow blocks on the page;
+  blocks that cross a gutter (titles, wide figures, abstracts) cut the page into bands, read top
+  to bottom, each band column by column;
+- running headers and footers: blocks in the top or bottom margin whose text (digits ignored)
+  repeats on many pages, and bare page numbers, are dropped;
+- headings: short blocks set larger than the body text, or bold at body size; their font sizes
+  rank them into levels that build the section path;
+- hyphenation: a line ending in ``letter-`` followed by a lower-case letter is joined.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from rag_pipeline.parsing.elements import BBox, Element, ParsedDocument, ParseError, TextBox
+
+PARSER_VERSION = "pdf-1"
+
+_MARGIN = 0.09  # share of the page height where running headers and footers live
+_HEADING_SIZE_RATIO = 1.15
+_MAX_HEADING_LEVELS = 4
+_PAGE_NUMBER = re.compile(
+    r"^(page|seite|p\.|第)?\s*[#ivxlc]+\s*((of|/|von|页)\s*[#ivxlc]+)?\s*(页)?$", re.IGNORECASE
+)
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uff00-\uffef\u3000-\u303f]")
+
+
+@dataclass(slots=True)
+class _Line:
+    text: str
+    bbox: BBox
+    size: float
+    bold: bool
+
+
+@dataclass(slots=True)
+class _Block:
+    page: int
+    lines: list[_Line]
+    bbox: BBox
+    size: float  # dominant font size, by characters
+    bold: bool
+    text: str = ""
+    boxes: tuple[TextBox, ...] = ()
+
+    @property
+    def width(self) -> float:
+        return self.bbox[2] - self.bbox[0]
+
+    @property
+    def height(self) -> float:
+        return self.bbox[3] - self.bbox[1]
+
+
+def parse_pdf(path: Path) -> ParsedDocument:
+    import pymupdf
+
+    try:
+        doc = pymupdf.open(path, filetype="pdf")
+    except Exception as error:  # PyMuPDF raises several types for damaged files
+        raise ParseError(f"not a readable PDF ({error})") from error
+    with doc:
+        if doc.needs_pass and not doc.authenticate(""):
+            raise ParseError("encrypted PDF: it needs a password to open")
+        if doc.page_count == 0:
+            raise ParseError("the PDF has no pages")
+        page_sizes: list[tuple[float, float]] = []
+        pages: list[list[_Block]] = []
+        for page in doc:
+            page_sizes.append((page.rect.width, page.rect.height))
+            pages.append(_read_blocks(page))
+        metadata_title = (doc.metadata or {}).get("title") or None
+
+    _drop_running_headers_and_footers(pages, page_sizes)
+    all_blocks = [block for blocks in pages for block in blocks]
+    if not any(block.text.strip() for block in all_blocks):
+        raise ParseError(
+            "no text layer: the PDF holds only images (a scan?); OCR is not enabled for PDFs"
+        )
+    ordered = [
+        block
+        for blocks, (width, _) in zip(pages, page_sizes, strict=True)
+        for block in _reading_order(blocks, width)
+    ]
+    elements = _elements_with_sections(ordered)
+    title = _document_title(metadata_title, elements)
+    return ParsedDocument(
+        elements=elements, title=title, page_count=len(page_sizes), page_sizes=page_sizes
+    )
+
+
+def _read_blocks(page: object) -> list[_Block]:
+    import pymupdf
+
+    # Ligatures expanded ("ﬁ" → "fi"); embedded images are not needed for text.
+    flags = pymupdf.TEXT_PRESERVE_WHITESPACE | pymupdf.TEXT_MEDIABOX_CLIP
+    data = page.get_text("dict", flags=flags)  # type: ignore[attr-defined]
+    width = page.rect.width  # type: ignore[attr-defined]
+    page_number = page.number + 1  # type: ignore[attr-defined]
+    blocks: list[_Block] = []
+    for raw in data["blocks"]:
+        lines: list[_Line] = []
+        for line in raw.get("lines", ()):
+            spans = line["spans"]
+            if not any(span["text"].strip() for span in spans):
+                continue
+            horizontal = abs(line["dir"][1]) < 0.1
+            in_side_margin = line["bbox"][2] < 0.08 * width or line["bbox"][0] > 0.92 * width
+            if not horizontal and in_side_margin:  # e.g. arXiv's vertical stamp
+                continue
+            text = "".join(span["text"] for span in spans)
+            chars = Counter[tuple[float, bool]]()
+            for span in spans:
+                bold = bool(span["flags"] & 16) or "bold" in span["font"].lower()
+                chars[(round(span["size"] * 2) / 2, bold)] += len(span["text"].strip())
+            (size, bold), _ = chars.most_common(1)[0]
+            lines.append(_Line(text=text, bbox=tuple(line["bbox"]), size=size, bold=bold))
+        blocks.extend(_blocks_split_by_style(page_number, lines))
+    return blocks
+
+
+def _blocks_split_by_style(page: int, lines: list[_Line]) -> list[_Block]:
+    """PyMuPDF often puts a heading and its first paragraph in one block: split where the style changes."""
+    groups: list[list[_Line]] = []
+    for line in lines:
+        if groups:
+            previous = groups[-1][-1]
+            same_style = (
+                abs(line.size - previous.size) <= 0.1 * max(line.size, previous.size)
+                and line.bold == previous.bold
+            )
+            if same_style:
+                groups[-1].append(line)
+                continue
+        groups.append([line])
+    return [_block(page, group) for group in groups]
+
+
+def _block(page: int, lines: list[_Line]) -> _Block:
+    weights = Counter[tuple[float, bool]]()
+    for line in lines:
+        weights[(line.size, line.bold)] += len(line.text)
+    (size, bold), _ = weights.most_common(1)[0]
+    bbox = (
+        min(line.bbox[0] for line in lines),
+        min(line.bbox[1] for line in lines),
+        max(line.bbox[2] for line in lines),
+        max(line.bbox[3] for line in lines),
+    )
+    text, boxes = _join_lines(lines)
+    return _Block(page=page, lines=lines, bbox=bbox, size=size, bold=bold, text=text, boxes=boxes)
+
+
+def _join_lines(lines: list[_Line]) -> tuple[str, tuple[TextBox, ...]]:
+    text = ""
+    boxes: list[TextBox] = []
+    for line in lines:
+        piece = " ".join(line.text.split())
+        if not piece:
+            continue
+        if text:
+            if _is_hyphenated(text, piece):
+                text = text[:-1]
+            elif not (_CJK.match(text[-1]) and _CJK.match(piece[0])):
+                text += " "
+        start = len(text)
+        text += piece
+        boxes.append(TextBox(start=start, end=len(text), bbox=line.bbox))
+    return text, tuple(boxes)
+
+
+def _is_hyphenated(text: str, next_piece: str) -> bool:
+    return (
+        len(text) >= 2
+        and text[-1] in "-\u00ad"
+        and text[-2].isalpha()
+        and next_piece[0].isalpha()
+        and next_piece[0].islower()
+    )
+
+
+def _margin_key(block: _Block, page_height: float) -> str | None:
+    """Text of a block in the top or bottom margin, digits ignored, or None elsewhere."""
+    if block.bbox[3] <= _MARGIN * page_height:
+        where = "top"
+    elif block.bbox[1] >= (1 - _MARGIN) * page_height:
+        where = "bottom"
+    else:
+        return None
+    return where + ":" + re.sub(r"\d+", "#", " ".join(block.text.lower().split()))
+
+
+def _drop_running_headers_and_footers(
+    pages: list[list[_Block]], page_sizes: list[tuple[float, float]]
+) -> None:
+    keys_per_page = [
+        {id(block): _margin_key(block, height) for block in blocks}
+        for blocks, (_, height) in zip(pages, page_sizes, strict=True)
+    ]
+    counts = Counter(key for keys in keys_per_page for key in set(keys.values()) if key)
+    repeated = max(3, int(0.4 * len(pages)))
+    for blocks, keys in zip(pages, keys_per_page, strict=True):
+        blocks[:] = [
+            block
+            for block in blocks
+            if not (key := keys[id(block)])
+            or (counts[key] < repeated and not _PAGE_NUMBER.match(key.split(":", 1)[1]))
+        ]
+
+
+def _reading_order(blocks: list[_Block], page_width: float) -> list[_Block]:
+    """Columns left to right inside bands cut by blocks that cross a gutter."""
+    by_position = sorted(blocks, key=lambda b: (round(b.bbox[1]), b.bbox[0]))
+    columns = _columns(blocks, page_width)
+    if len(columns) < 2:
+        return by_position
+
+    def column_of(block: _Block) -> int | None:
+        for index, (left, right) in enumerate(columns):
+            if block.bbox[0] >= left - 3 and block.bbox[2] <= right + 3:
+                return index
+        return None
+
+    spanning = [block for block in by_position if column_of(block) is None]
+    ordered: list[_Block] = []
+    for band in range(len(spanning) + 1):
+        top = spanning[band - 1].bbox[1] if band else float("-inf")
+        bottom = spanning[band].bbox[1] if band < len(spanning) else float("inf")
+        in_band = [
+            block
+            for block in by_position
+            if column_of(block) is not None and top <= (block.bbox[1] + block.bbox[3]) / 2 < bottom
+        ]
+        in_band.sort(key=lambda b: (column_of(b), b.bbox[1], b.bbox[0]))
+        ordered.extend(in_band)
+        if band < len(spanning):
+            ordered.append(spanning[band])
+    return ordered
+
+
+def _columns(blocks: list[_Block], page_width: float) -> list[tuple[float, float]]:
+    """x-ranges of the text columns: separated by gutters that narrow blocks leave empty."""
+    if len(blocks) < 3:
+        return []
+    left = min(block.bbox[0] for block in blocks)
+    right = max(block.bbox[2] for block in blocks)
+    narrow = [block for block in blocks if block.width < 0.55 * (right - left)]
+    if len(narrow) < 2:
+        return []
+    coverage = np.zeros(int(page_width) + 2)
+    for block in narrow:
+        coverage[max(int(block.bbox[0]), 0) : int(block.bbox[2]) + 1] += block.height
+    dense = coverage > 0.05 * coverage.max()
+    gutters: list[tuple[int, int]] = []
+    x = int(left) + 10
+    while x < int(right) - 10:
+        if dense[x]:
+            x += 1
+            continue
+        start = x
+        while x < int(right) - 10 and not dense[x]:
+            x += 1
+        if x - start >= 6 and dense[:start].any() and dense[x:].any():
+            gutters.append((start, x))
+    if not gutters:
+        return []
+    edges = [left, *[edge for gutter in gutters for edge in gutter], right]
+    columns = [(edges[i], edges[i + 1]) for i in range(0, len(edges), 2)]
+    # A "column" holding a single short block is a side note, not a column.
+    occupied = [
+        sum(1 for block in narrow if block.bbox[0] >= a - 3 and block.bbox[2] <= b + 3)
+        for a, b in columns
+    ]
+    return columns if all(count >= 2 for count in occupied) else []
+
+
+def _heading_levels(blocks: list[_Block]) -> dict[int, int]:
+    """Heading level per block index: larger type ranks higher; bold at body size ranks last."""
+    sizes = Counter[float]()
+    for block in blocks:
+        sizes[block.size] += len(block.text)
+    if not sizes:
+        return {}
+    body = sizes.most_common(1)[0][0]
+    candidates: dict[int, float] = {}
+    for index, block in enumerate(blocks):
+        text = block.text.strip()
+        short = len(block.lines) <= 3 and len(text) <= 160 and len(text.split()) <= 20
+        if not short or not any(ch.isalpha() for ch in text) or _PAGE_NUMBER.match(text):
+            continue
+        if text.endswith((".", ",", ";", ":")) and not re.match(r"^[\dIVX.]+\s", text):
+            continue
+        if block.size >= body * _HEADING_SIZE_RATIO:
+            candidates[index] = block.size
+        elif block.bold and block.size >= body * 0.95 and len(block.lines) <= 2:
+            candidates[index] = body  # ranks below every larger size
+    ranked = sorted(set(candidates.values()), reverse=True)[:_MAX_HEADING_LEVELS]
+    return {
+        index: ranked.index(size) + 1 if size in ranked else len(ranked)
+        for index, size in candidates.items()
+    }
+
+
+def _elements_with_sections(blocks: list[_Block]) -> list[Element]:
+    levels = _heading_levels(blocks)
+    path: list[tuple[int, str]] = []
+    elements: list[Element] = []
+    for index, block in enumerate(blocks):
+        text = block.text.strip()
+        if not text:
+            continue
+        level = levels.get(index)
+        if level is not None:
+            while path and path[-1][0] >= level:
+                path.pop()
+            path.append((level, text))
+        elements.append(
+            Element(
+                text=block.text,
+                kind="title" if level is not None else "paragraph",
+                page=block.page,
+                bbox=block.bbox,
+                section=tuple(title for _, title in path),
+                boxes=block.boxes,
+            )
+        )
+    return elements
+
+
+def _document_title(metadata_title: str | None, elements: list[Element]) -> str | None:
+    if (
+        metadata_title
+        and len(metadata_title.strip()) > 3
+        and "untitled" not in metadata_title.lower()
+    ):
+        return metadata_title.strip()
+    first_page_titles = [e for e in elements if e.kind == "title" and e.page == 1]
+    return first_page_titles[0].text if first_page_titles else None

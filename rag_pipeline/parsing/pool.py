@@ -1,0 +1,125 @@
+"""Parse documents in worker processes, each under a time limit.
+
+A parser can hang or crash inside C code (MuPDF, lxml, pandoc) where no Python timeout reaches,
+so every document is parsed in a worker process that is killed when it overruns its time limit
+or replaced when it dies; the rest of the batch goes on.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.connection
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from rag_pipeline.parsing import ParsedDocument, ParseError, parse_document
+
+
+@dataclass(frozen=True, slots=True)
+class ParseOutcome:
+    key: str
+    document: ParsedDocument | None
+    error: str | None
+    seconds: float
+
+
+def _work(connection: multiprocessing.connection.Connection) -> None:
+    while True:
+        try:
+            job = connection.recv()
+        except EOFError:
+            return
+        if job is None:
+            return
+        key, path = job
+        try:
+            result: tuple[ParsedDocument | None, str | None] = (parse_document(Path(path)), None)
+        except ParseError as error:
+            result = (None, str(error))
+        except Exception as error:  # a parser bug must fail one document, not the batch
+            result = (None, f"parser error ({type(error).__name__}: {error})")
+        connection.send((key, *result))
+
+
+class _Worker:
+    def __init__(self, context: multiprocessing.context.BaseContext) -> None:
+        self.connection, child = context.Pipe()
+        self.process = context.Process(target=_work, args=(child,), daemon=True)
+        self.process.start()
+        child.close()
+        self.job: tuple[str, str] | None = None
+        self.started = 0.0
+
+    def submit(self, job: tuple[str, str]) -> None:
+        self.job, self.started = job, time.monotonic()
+        self.connection.send(job)
+
+    def stop(self, kill: bool = False) -> None:
+        if kill:
+            self.process.kill()
+        else:
+            try:
+                self.connection.send(None)
+            except OSError:
+                pass
+        self.process.join(timeout=5)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        self.connection.close()
+
+
+def parse_in_workers(
+    jobs: Iterable[tuple[str, Path]], *, workers: int, timeout_seconds: float
+) -> Iterator[ParseOutcome]:
+    """Parse ``(key, path)`` jobs; yield one outcome per job as soon as it is known."""
+    pending = deque((key, str(path)) for key, path in jobs)
+    if not pending:
+        return
+    # forkserver: workers start from a clean single-threaded process, whatever threads the
+    # caller (Dagster, ONNX Runtime) already runs; the parsers are imported there once.
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["rag_pipeline.parsing"])
+    pool = [_Worker(context) for _ in range(min(workers, len(pending)))]
+    try:
+        while pending or any(worker.job for worker in pool):
+            for worker in pool:
+                if worker.job is None and pending:
+                    worker.submit(pending.popleft())
+            busy = [worker for worker in pool if worker.job]
+            deadline = min(worker.started for worker in busy) + timeout_seconds
+            ready = multiprocessing.connection.wait(
+                [worker.connection for worker in busy] + [w.process.sentinel for w in busy],
+                timeout=max(deadline - time.monotonic(), 0),
+            )
+            for index, worker in enumerate(pool):
+                if worker.job is None:
+                    continue
+                key, _ = worker.job
+                elapsed = time.monotonic() - worker.started
+                if worker.connection in ready:
+                    try:
+                        _, document, error = worker.connection.recv()
+                    except (EOFError, OSError):
+                        error = "the parser crashed"
+                    else:
+                        worker.job = None
+                        yield ParseOutcome(key, document, error, elapsed)
+                        continue
+                elif worker.process.sentinel in ready:
+                    error = f"the parser crashed (exit code {worker.process.exitcode})"
+                elif elapsed >= timeout_seconds:
+                    error = (
+                        f"parsing took longer than the {timeout_seconds:g} s limit and was stopped"
+                    )
+                else:
+                    continue
+                worker.stop(kill=True)
+                pool[index] = _Worker(context)
+                yield ParseOutcome(key, None, error, elapsed)
+    finally:
+        for worker in pool:
+            worker.stop(kill=worker.job is not None)

@@ -1,0 +1,64 @@
+"""The vector store: one small interface, an embedded engine by default and a Qdrant server by URL."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+from rag_pipeline.config import Settings
+from rag_pipeline.store.schema import Hit, IndexPoint, QueryFilter
+
+
+class StoreError(Exception):
+    """The vector store cannot do what was asked; the message says why and what to do."""
+
+
+class StoreBusyError(StoreError):
+    """Another process holds the embedded store open (only one may at a time)."""
+
+
+class VectorStore(Protocol):
+    def ensure_collection(self, dense_dim: int) -> None:
+        """Create the collection if missing; fail clearly if it exists with other vector sizes."""
+
+    def upsert(self, points: Sequence[IndexPoint]) -> None: ...
+
+    def delete_document(self, doc_id: str, keep_version: str | None = None) -> None:
+        """Delete a document's points, all of them or all but those of ``keep_version``."""
+
+    def count(self, doc_id: str | None = None) -> int: ...
+
+    def point_owners(self) -> dict[str, tuple[str, str]]:
+        """point id → (doc_id, version) for every point, for consistency checks."""
+
+    def dense_size(self) -> int | None:
+        """The size of the dense text vectors, or None when there is no collection yet."""
+
+    def query(
+        self,
+        dense: np.ndarray,
+        sparse: tuple[np.ndarray, np.ndarray],
+        *,
+        limit: int,
+        prefetch_limit: int,
+        query_filter: QueryFilter | None = None,
+    ) -> list[Hit]:
+        """Hybrid search: dense and sparse candidates fused with reciprocal rank fusion."""
+
+    def close(self) -> None: ...
+
+
+def open_vector_store(settings: Settings, *, wait_seconds: float = 600.0) -> VectorStore:
+    """The Qdrant server when ``store.url`` is set, else the embedded engine under the home.
+
+    The embedded engine admits one process at a time: wait up to ``wait_seconds`` for it.
+    """
+    if settings.store.url or settings.store.client_path:
+        from rag_pipeline.store.server import QdrantServerStore
+
+        return QdrantServerStore.from_settings(settings.store)
+    from rag_pipeline.store.edge import EdgeStore
+
+    return EdgeStore(settings.home / "qdrant" / settings.store.collection, wait_seconds=wait_seconds)

@@ -1,0 +1,107 @@
+"""The vector collection's contract: vector names, payload fields and how a chunk becomes a point.
+
+Every backend builds its collection from these names, and everything that reads hits (CLI,
+serving, evaluation) reads these payload fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rag_pipeline import ids
+
+DENSE_VECTOR = "text_dense"  # cosine
+SPARSE_VECTOR = "text_sparse"  # IDF modifier: Qdrant turns term weights into BM25 scores
+IMAGE_VECTOR = "image"  # added by the image pipeline to the same collection
+
+# Payload fields with a keyword index (filters on them are fast).
+INDEXED_FIELDS = ("doc_id", "modality", "lang", "version", "file_type")
+
+MODALITY_TEXT = "text"
+
+
+@dataclass(slots=True)
+class IndexPoint:
+    point_id: str
+    payload: dict[str, Any]
+    dense: np.ndarray | None = None
+    sparse: tuple[np.ndarray, np.ndarray] | None = None  # (indices, values)
+
+
+@dataclass(slots=True)
+class Hit:
+    point_id: str
+    score: float
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class QueryFilter:
+    """Restrictions on a search; every field left empty means no restriction."""
+
+    doc_ids: tuple[str, ...] = ()
+    langs: tuple[str, ...] = ()
+    modalities: tuple[str, ...] = ()
+    file_types: tuple[str, ...] = ()
+
+    def conditions(self) -> dict[str, tuple[str, ...]]:
+        """payload field → accepted values, for the fields that restrict."""
+        wanted = {
+            "doc_id": self.doc_ids,
+            "lang": self.langs,
+            "modality": self.modalities,
+            "file_type": self.file_types,
+        }
+        return {key: values for key, values in wanted.items() if values}
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentFacts:
+    """What every point of a document repeats in its payload, for citations and filters."""
+
+    doc_id: str
+    file_path: str
+    file_type: str
+    title: str
+    version: str
+    sha256: str
+    mtime: float
+
+
+def chunk_point(
+    chunk: dict[str, Any],
+    document: DocumentFacts,
+    dense: np.ndarray,
+    sparse: tuple[np.ndarray, np.ndarray],
+) -> IndexPoint:
+    """A catalog chunk row (see ``chunking.chunk_as_record``) as a text point."""
+    bboxes = chunk["bboxes"]
+    first = bboxes[0] if bboxes else None
+    return IndexPoint(
+        point_id=ids.point_id(chunk["chunk_id"]),
+        dense=dense,
+        sparse=sparse,
+        payload={
+            "doc_id": document.doc_id,
+            "chunk_id": chunk["chunk_id"],
+            "chunk_index": chunk["chunk_index"],
+            "file_path": document.file_path,
+            "file_type": document.file_type,
+            "title": document.title,
+            "section": " > ".join(chunk["section"]),
+            "page": chunk["page_start"],
+            "page_end": chunk["page_end"],
+            "bbox": [first["x0"], first["y0"], first["x1"], first["y1"]] if first else None,
+            "bboxes": bboxes,
+            "lang": chunk["lang"],
+            "modality": MODALITY_TEXT,
+            "version": document.version,
+            "sha256": document.sha256,
+            "mtime": document.mtime,
+            "text": chunk["text"],
+            "token_count": chunk["token_count"],
+        },
+    )

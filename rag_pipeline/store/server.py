@@ -1,0 +1,202 @@
+"""A Qdrant server or cluster through qdrant-client: how the pipeline scales out.
+
+qdrant-client's local mode speaks the same API without a server (``store.client_path``), which is
+how the tests exercise this backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from rag_pipeline.config import StoreSettings
+from rag_pipeline.store import StoreError
+from rag_pipeline.store.schema import (
+    DENSE_VECTOR,
+    INDEXED_FIELDS,
+    SPARSE_VECTOR,
+    Hit,
+    IndexPoint,
+    QueryFilter,
+)
+
+if TYPE_CHECKING:
+    from qdrant_client import QdrantClient, models
+
+_UPSERT_BATCH = 256
+_SCROLL_PAGE = 2048
+
+
+class QdrantServerStore:
+    def __init__(self, client: QdrantClient, collection: str) -> None:
+        self.client = client
+        self.collection = collection
+
+    @classmethod
+    def from_settings(cls, settings: StoreSettings) -> QdrantServerStore:
+        from qdrant_client import QdrantClient
+
+        if settings.url:
+            client = QdrantClient(url=settings.url, api_key=settings.api_key, timeout=60)
+        else:
+            client = QdrantClient(path=str(settings.client_path))
+        return cls(client, settings.collection)
+
+    def _exists(self) -> bool:
+        return self.client.collection_exists(self.collection)
+
+    def ensure_collection(self, dense_dim: int) -> None:
+        from qdrant_client import models
+
+        size = self.dense_size()
+        if size == dense_dim:
+            return
+        if size is not None:
+            raise StoreError(
+                f"the Qdrant collection {self.collection!r} holds {size}-dimensional vectors but "
+                f"the dense model gives {dense_dim}: index into a new collection "
+                "(RAG_PIPELINE_STORE__COLLECTION) or delete this one"
+            )
+        self.client.create_collection(
+            self.collection,
+            vectors_config={
+                DENSE_VECTOR: models.VectorParams(size=dense_dim, distance=models.Distance.COSINE)
+            },
+            sparse_vectors_config={
+                SPARSE_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)
+            },
+        )
+        for field in INDEXED_FIELDS:
+            self.client.create_payload_index(
+                self.collection, field, field_schema=models.PayloadSchemaType.KEYWORD
+            )
+
+    def dense_size(self) -> int | None:
+        if not self._exists():
+            return None
+        vectors = self.client.get_collection(self.collection).config.params.vectors
+        return vectors[DENSE_VECTOR].size if isinstance(vectors, dict) else None
+
+    def upsert(self, points: Sequence[IndexPoint]) -> None:
+        from qdrant_client import models
+
+        for start in range(0, len(points), _UPSERT_BATCH):
+            batch = [
+                models.PointStruct(id=point.point_id, vector=_vectors(point), payload=point.payload)
+                for point in points[start : start + _UPSERT_BATCH]
+            ]
+            self.client.upsert(self.collection, batch, wait=True)
+
+    def delete_document(self, doc_id: str, keep_version: str | None = None) -> None:
+        from qdrant_client import models
+
+        if not self._exists():
+            return
+        keep = (
+            [models.FieldCondition(key="version", match=models.MatchValue(value=keep_version))]
+            if keep_version
+            else None
+        )
+        selection = models.Filter(
+            must=[models.FieldCondition(key="doc_id", match=models.MatchValue(value=doc_id))],
+            must_not=keep,
+        )
+        self.client.delete(self.collection, models.FilterSelector(filter=selection), wait=True)
+
+    def count(self, doc_id: str | None = None) -> int:
+        from qdrant_client import models
+
+        if not self._exists():
+            return 0
+        selection = (
+            models.Filter(
+                must=[models.FieldCondition(key="doc_id", match=models.MatchValue(value=doc_id))]
+            )
+            if doc_id
+            else None
+        )
+        return self.client.count(self.collection, count_filter=selection, exact=True).count
+
+    def point_owners(self) -> dict[str, tuple[str, str]]:
+        owners: dict[str, tuple[str, str]] = {}
+        if not self._exists():
+            return owners
+        offset = None
+        while True:
+            records, offset = self.client.scroll(
+                self.collection,
+                limit=_SCROLL_PAGE,
+                offset=offset,
+                with_payload=["doc_id", "version"],
+                with_vectors=False,
+            )
+            for record in records:
+                owners[str(record.id)] = (record.payload["doc_id"], record.payload["version"])
+            if offset is None:
+                return owners
+
+    def query(
+        self,
+        dense: np.ndarray,
+        sparse: tuple[np.ndarray, np.ndarray],
+        *,
+        limit: int,
+        prefetch_limit: int,
+        query_filter: QueryFilter | None = None,
+    ) -> list[Hit]:
+        from qdrant_client import models
+
+        if not self._exists():
+            return []
+        selection = _filter(query_filter)
+        indices, values = sparse
+        response = self.client.query_points(
+            self.collection,
+            prefetch=[
+                models.Prefetch(
+                    query=dense.tolist(), using=DENSE_VECTOR, limit=prefetch_limit, filter=selection
+                ),
+                models.Prefetch(
+                    query=models.SparseVector(indices=indices.tolist(), values=values.tolist()),
+                    using=SPARSE_VECTOR,
+                    limit=prefetch_limit,
+                    filter=selection,
+                ),
+            ],
+            query=models.FusionQuery(fusion=models.Fusion.RRF),
+            limit=limit,
+            with_payload=True,
+        )
+        return [Hit(str(point.id), point.score, point.payload or {}) for point in response.points]
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _vectors(point: IndexPoint) -> dict[str, object]:
+    from qdrant_client import models
+
+    vectors: dict[str, object] = {}
+    if point.dense is not None:
+        vectors[DENSE_VECTOR] = point.dense.tolist()
+    if point.sparse is not None:
+        indices, values = point.sparse
+        vectors[SPARSE_VECTOR] = models.SparseVector(
+            indices=indices.tolist(), values=values.tolist()
+        )
+    return vectors
+
+
+def _filter(query_filter: QueryFilter | None) -> models.Filter | None:
+    from qdrant_client import models
+
+    if query_filter is None or not query_filter.conditions():
+        return None
+    return models.Filter(
+        must=[
+            models.FieldCondition(key=key, match=models.MatchAny(any=list(values)))
+            for key, values in query_filter.conditions().items()
+        ]
+    )
