@@ -1,4 +1,4 @@
-"""The catalog: documents and their chunks, as Parquet under ``<home>/catalog``, queried with DuckDB.
+"""The catalog: documents and chunks as Parquet under ``<home>/catalog``, queried with DuckDB.
 
 - ``documents.parquet``: one row per document: where it is, its content hash, the version that
   was processed last, its state (``indexed`` or ``failed`` with a reason) and counts;

@@ -67,7 +67,7 @@ class Chunk:
 
 
 class TokenCounter:
-    """Token counts and offsets from a model's tokenizer, without its truncation or special tokens."""
+    """Token counts and offsets from a model's tokenizer, without truncation or special tokens."""
 
     def __init__(self, tokenizer: Tokenizer, max_length: int) -> None:
         from tokenizers import Tokenizer as TokenizerType

@@ -1,4 +1,4 @@
-"""``rag-pipeline``: index the watched folders, show their state, query them, open the Dagster UI."""
+"""``rag-pipeline``: index the watched folders, show their state, query them, open Dagster's UI."""
 
 from __future__ import annotations
 
@@ -38,7 +38,6 @@ class UserError(Exception):
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rag-pipeline", description=__doc__)
-    parser.add_argument("-v", "--verbose", action="store_true", help="show Dagster's own log")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     def command(name: str, function: object, help_text: str) -> argparse.ArgumentParser:
@@ -48,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
             type=Path,
             help="folder for all state (default: $RAG_PIPELINE_HOME or ./data)",
         )
+        sub.add_argument("-v", "--verbose", action="store_true", help="show Dagster's own log")
         sub.set_defaults(command=function)
         return sub
 
@@ -77,10 +77,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _configure_logging(verbose: bool) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(message)s"))
     pipeline_logger = logging.getLogger("rag_pipeline")
-    pipeline_logger.addHandler(handler)
+    if not any(
+        getattr(handler, "_rag_pipeline_cli", False) for handler in pipeline_logger.handlers
+    ):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        handler._rag_pipeline_cli = True  # type: ignore[attr-defined]
+        pipeline_logger.addHandler(handler)
     pipeline_logger.setLevel(logging.INFO)
     if not verbose:
         for noisy in ("dagster", "jieba"):
@@ -96,10 +100,10 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 def _index(args: argparse.Namespace) -> int:
     from rag_pipeline.catalog import Catalog
+    from rag_pipeline.definitions import defs
     from rag_pipeline.defs.instance import get_instance
     from rag_pipeline.defs.partitions import remove_partitions
     from rag_pipeline.defs.runs import index_documents_job, plan_index_run
-    from rag_pipeline.definitions import defs
     from rag_pipeline.locking import index_lock
 
     started = time.perf_counter()
@@ -111,12 +115,14 @@ def _index(args: argparse.Namespace) -> int:
         settings = settings.remember_sources(args.source)
     elif not settings.sources:
         (settings.home / "inbox").mkdir(parents=True, exist_ok=True)
-    with index_lock(settings.home):
-        instance = get_instance(settings)
+    with index_lock(settings.home), get_instance(settings) as instance:
         planned = plan_index_run(instance, settings, retry_failed=args.retry_failed)
         diff = planned.diff
         for folder in diff.missing_sources:
-            print(f"warning: watched folder {folder} is missing; its documents are kept", file=sys.stderr)
+            print(
+                f"warning: watched folder {folder} is missing; its documents are kept",
+                file=sys.stderr,
+            )
         run_ok = True
         if planned.tags:
             print(
@@ -127,7 +133,11 @@ def _index(args: argparse.Namespace) -> int:
             result = defs.resolve_job_def(index_documents_job.name).execute_in_process(
                 instance=instance,
                 run_config=planned.run_config(settings)
-                | {"loggers": {"console": {"config": {"log_level": "DEBUG" if args.verbose else "ERROR"}}}},
+                | {
+                    "loggers": {
+                        "console": {"config": {"log_level": "DEBUG" if args.verbose else "ERROR"}}
+                    }
+                },
                 tags={**planned.tags, "rag_pipeline/trigger": "cli"},
                 raise_on_error=False,
             )
@@ -135,10 +145,15 @@ def _index(args: argparse.Namespace) -> int:
             if run_ok:
                 remove_partitions(instance, diff.deleted)
             else:
-                print(f"error: the Dagster run {result.run_id} failed; see `rag-pipeline ui`", file=sys.stderr)
+                print(
+                    f"error: the Dagster run {result.run_id} failed; see `rag-pipeline ui`",
+                    file=sys.stderr,
+                )
     records = Catalog(settings.home).documents()
     processed = [*diff.new, *diff.changed]
-    failed = [doc_id for doc_id in processed if doc_id in records and records[doc_id].state == "failed"]
+    failed = [
+        doc_id for doc_id in processed if doc_id in records and records[doc_id].state == "failed"
+    ]
     seconds = time.perf_counter() - started
     print(
         f"added {len(diff.new)}, changed {len(diff.changed)}, unchanged {len(diff.unchanged)}, "
@@ -212,7 +227,16 @@ def _ui(args: argparse.Namespace) -> int:
         "DAGSTER_HOME": str(write_instance_config(settings)),
         "RAG_PIPELINE_HOME": str(settings.home),
     }
-    command = ["dagster", "dev", "-m", "rag_pipeline.definitions", "-p", str(args.port), "-h", args.host]
+    command = [
+        "dagster",
+        "dev",
+        "-m",
+        "rag_pipeline.definitions",
+        "-p",
+        str(args.port),
+        "-h",
+        args.host,
+    ]
     os.execvpe(command[0], command, environment)
     return 0  # not reached: exec replaces this process
 

@@ -8,8 +8,9 @@ batch goes on; whatever was indexed for it before stays searchable.
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -36,6 +37,8 @@ from rag_pipeline.store.schema import DocumentFacts, IndexPoint, chunk_point
 
 Metadata = dict[str, Any]
 
+logger = logging.getLogger(__name__)
+
 _PREVIEW_CHARS = 300
 
 
@@ -46,8 +49,22 @@ class CheckOutcome:
     summary: Metadata
 
 
+def _progress(what: str, unit: str, every_seconds: float = 5.0) -> Callable[[int, int], None]:
+    """A progress callback for long stages: logs every few seconds, and at the end if it did."""
+    last = time.monotonic()
+    logged = False
+
+    def report(done: int, total: int) -> None:
+        nonlocal last, logged
+        if time.monotonic() - last >= every_seconds or (logged and done == total):
+            last, logged = time.monotonic(), True
+            logger.info("%s: %d/%d %s", what, done, total, unit)
+
+    return report
+
+
 class Indexer:
-    """Holds what a run shares between stages: settings, files, and models and store opened on use."""
+    """What a run shares between stages: settings, files, and models and store opened on use."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -136,7 +153,9 @@ class Indexer:
             workers=limits.workers,
             timeout_seconds=limits.timeout_seconds,
         )
-        for outcome in outcomes:
+        progress = _progress("parsing", "documents")
+        for done, outcome in enumerate(outcomes, 1):
+            progress(done, len(jobs))
             self.stages.write_parsed(
                 outcome.key, versions[outcome.key], outcome.document, outcome.error
             )
@@ -207,37 +226,45 @@ class Indexer:
 
     def embed_dense(self, doc_ids: Iterable[str]) -> dict[str, Metadata]:
         return self._embed(
-            doc_ids, lambda texts: ensure_dense(self.dense, texts, self.cache), self.dense.model_id
+            doc_ids,
+            self.dense.model_id,
+            lambda texts, progress: ensure_dense(self.dense, texts, self.cache, progress),
+            _progress("dense embeddings", "texts"),
         )
 
     def embed_sparse(self, doc_ids: Iterable[str]) -> dict[str, Metadata]:
         return self._embed(
             doc_ids,
-            lambda texts: ensure_sparse(self.sparse, texts, self.cache),
             self.sparse.model_id,
+            lambda texts, progress: ensure_sparse(self.sparse, texts, self.cache, progress),
+            _progress("sparse embeddings", "texts"),
         )
 
-    def _embed(self, doc_ids: Iterable[str], ensure: Any, model_id: str) -> dict[str, Metadata]:
+    def _embed(
+        self,
+        doc_ids: Iterable[str],
+        model_id: str,
+        ensure: Callable[[dict[str, str], Callable[[int, int], None]], set[str]],
+        progress: Callable[[int, int], None],
+    ) -> dict[str, Metadata]:
         per_document = self._chunk_rows(doc_ids)
         texts = {row["text_hash"]: row["text"] for rows in per_document.values() for row in rows}
-        cached_before = set(self.cache.get_many(model_id, texts))
         started = time.perf_counter()
-        counts = ensure(texts)
-        seconds = time.perf_counter() - started
+        embedded = ensure(texts, progress)
         report: dict[str, Metadata] = {}
         for doc_id, rows in per_document.items():
             hashes = {row["text_hash"] for row in rows}
             report[doc_id] = {
                 "model": model_id,
                 "chunks": len(rows),
-                "embedded": len(hashes - cached_before),
-                "cached": len(hashes & cached_before),
+                "embedded": len(hashes & embedded),
+                "cached": len(hashes - embedded),
             }
         if per_document:
             report["*"] = {
-                "embedded": counts.embedded,
-                "cached": counts.cached,
-                "seconds": round(seconds, 3),
+                "embedded": len(embedded),
+                "cached": len(texts) - len(embedded),
+                "seconds": round(time.perf_counter() - started, 3),
             }
         return report
 
@@ -305,35 +332,13 @@ class Indexer:
             return record
         rows = stage.rows
         title = stage.meta.get("title") or file.path.stem
-        facts = DocumentFacts(
-            doc_id=task.doc_id,
-            file_path=str(file.path),
-            file_type=file.file_type,
-            title=title,
-            version=file.version,
-            sha256=file.sha256,
-            mtime=file.mtime_ns / 1e9,
-        )
-        hashes = [row["text_hash"] for row in rows]
-        dense = self.cache.get_many(self.dense.model_id, hashes)
-        sparse = self.cache.get_many(self.sparse.model_id, hashes)
-        missing = [h for h in hashes if h not in dense or h not in sparse]
-        if missing:
+        points = self.document_points(task, rows, title)
+        if len(points) < len(rows):
             record.error = (
-                f"{len(missing)} chunks have no vectors: materialize the embedding assets first"
+                f"{len(rows) - len(points)} chunks have no vectors: "
+                "materialize the embedding assets first"
             )
             return record
-        points: list[IndexPoint] = []
-        for row in rows:
-            vector = SparseVector.from_bytes(sparse[row["text_hash"]])
-            points.append(
-                chunk_point(
-                    row,
-                    facts,
-                    np.frombuffer(dense[row["text_hash"]], dtype=np.float32),
-                    (vector.indices, vector.values),
-                )
-            )
         # New version first, then the old ones: a crash in between leaves both versions, which
         # the next run (seeing the catalog still on the old version) converges to the new one.
         self.store.upsert(points)
@@ -347,6 +352,35 @@ class Indexer:
         record.chunks = len(rows)
         record.tokens = sum(row["token_count"] for row in rows)
         return record
+
+    def document_points(
+        self, task: DocumentTask, rows: list[dict[str, Any]], title: str
+    ) -> list[IndexPoint]:
+        """Points for a document's chunks, vectors from the cache (chunks without one left out)."""
+        file = task.file
+        assert file is not None
+        facts = DocumentFacts(
+            doc_id=task.doc_id,
+            file_path=str(file.path),
+            file_type=file.file_type,
+            title=title,
+            version=file.version,
+            sha256=file.sha256,
+            mtime=file.mtime_ns / 1e9,
+        )
+        hashes = [row["text_hash"] for row in rows]
+        dense = self.cache.get_many(self.dense.model_id, hashes)
+        sparse = self.cache.get_many(self.sparse.model_id, hashes)
+        points: list[IndexPoint] = []
+        for row in rows:
+            text_hash = row["text_hash"]
+            if text_hash in dense and text_hash in sparse:
+                vector = SparseVector.from_bytes(sparse[text_hash])
+                dense_vector = np.frombuffer(dense[text_hash], dtype=np.float32)
+                points.append(
+                    chunk_point(row, facts, dense_vector, (vector.indices, vector.values))
+                )
+        return points
 
     # -- checks --------------------------------------------------------------------------------
 

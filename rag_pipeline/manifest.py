@@ -115,7 +115,7 @@ def describe_file(
 
 
 def _walk(folder: Path) -> Iterator[Path]:
-    """Files under ``folder``, skipping hidden entries; symbolic links to folders are not followed."""
+    """Files under ``folder``, skipping hidden entries and not following links to folders."""
     stack = [folder]
     while stack:
         current = stack.pop()

@@ -4,7 +4,6 @@ Every asset materializes all the run's documents in one invocation (single-run b
 so a run over N changed documents is one process and the embedding batches span documents.
 """
 
-
 import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -90,7 +89,8 @@ def file_manifest(
 @asset(
     **_PER_DOCUMENT,
     deps=[file_manifest],
-    description="Text elements with page, box and section path (PyMuPDF, unstructured, direct parsers).",
+    description="Text elements with page, box and section path (PyMuPDF, unstructured, "
+    "direct parsers).",
 )
 def parsed_pages(context: AssetExecutionContext, indexing: IndexingResource) -> MaterializeResult:
     return record_per_document(context, indexing.indexer.parse(context.partition_keys))
@@ -132,7 +132,7 @@ CHECKS = {
     "every_chunk_has_point": "Each indexed document has exactly one point per chunk.",
     "no_orphan_points": "Every point belongs to a document's indexed version.",
     "vector_size_matches_model": "The collection's dense vectors have the model's size.",
-    "no_document_silently_empty": "No document is indexed without chunks or failed without a reason.",
+    "no_document_silently_empty": "No document indexed without chunks or failed without a reason.",
 }
 
 

@@ -1,6 +1,5 @@
 """The resource every asset uses: the settings of a home folder and the run's Indexer."""
 
-
 from contextlib import ExitStack
 
 from dagster import ConfigurableResource, InitResourceContext

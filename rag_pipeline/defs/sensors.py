@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from dagster import (
+    DagsterInstance,
     DagsterRunStatus,
     DefaultScheduleStatus,
     DefaultSensorStatus,
@@ -29,7 +30,7 @@ _ACTIVE = [
 ]
 
 
-def _index_run_request(instance, trigger: str) -> RunRequest | SkipReason:
+def _index_run_request(instance: DagsterInstance, trigger: str) -> RunRequest | SkipReason:
     settings = load_settings()
     if index_is_running(settings.home):
         return SkipReason("an indexing run is in progress")

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-
-import numpy as np
 
 from rag_pipeline.embedding.cache import EmbeddingCache
 from rag_pipeline.embedding.dense import DenseEncoder
@@ -14,7 +11,6 @@ from rag_pipeline.embedding.sparse import SparseEncoder, SparseVector
 __all__ = [
     "DenseEncoder",
     "EmbeddingCache",
-    "EmbeddingCounts",
     "SparseEncoder",
     "SparseVector",
     "ensure_dense",
@@ -22,10 +18,10 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class EmbeddingCounts:
-    embedded: int  # texts the model ran on
-    cached: int  # texts whose vector was already in the cache
+# Texts embedded between cache writes: bounds memory, and a killed run keeps its progress.
+_SLICE = 1024
+
+Progress = Callable[[int, int], None]  # (texts done, texts to do)
 
 
 def _ensure(
@@ -33,37 +29,45 @@ def _ensure(
     texts: Mapping[str, str],
     cache: EmbeddingCache,
     embed: Callable[[list[str]], list[bytes]],
-) -> EmbeddingCounts:
-    """Put a vector for every ``text_hash → text`` into the cache, computing only the missing."""
+    progress: Progress | None,
+) -> set[str]:
+    """Put a vector for every ``text_hash → text`` into the cache; return the hashes it embedded."""
     known = cache.get_many(model_id, texts)
     missing = [text_hash for text_hash in texts if text_hash not in known]
-    if missing:
-        vectors = embed([texts[text_hash] for text_hash in missing])
-        cache.put_many(model_id, dict(zip(missing, vectors, strict=True)))
-    return EmbeddingCounts(embedded=len(missing), cached=len(texts) - len(missing))
+    for start in range(0, len(missing), _SLICE):
+        batch = missing[start : start + _SLICE]
+        vectors = embed([texts[text_hash] for text_hash in batch])
+        cache.put_many(model_id, dict(zip(batch, vectors, strict=True)))
+        if progress:
+            progress(start + len(batch), len(missing))
+    return set(missing)
 
 
 def ensure_dense(
-    encoder: DenseEncoder, texts: Mapping[str, str], cache: EmbeddingCache
-) -> EmbeddingCounts:
+    encoder: DenseEncoder,
+    texts: Mapping[str, str],
+    cache: EmbeddingCache,
+    progress: Progress | None = None,
+) -> set[str]:
     return _ensure(
         encoder.model_id,
         texts,
         cache,
         lambda batch: [row.tobytes() for row in encoder.embed_documents(batch)],
+        progress,
     )
 
 
 def ensure_sparse(
-    encoder: SparseEncoder, texts: Mapping[str, str], cache: EmbeddingCache
-) -> EmbeddingCounts:
+    encoder: SparseEncoder,
+    texts: Mapping[str, str],
+    cache: EmbeddingCache,
+    progress: Progress | None = None,
+) -> set[str]:
     return _ensure(
         encoder.model_id,
         texts,
         cache,
         lambda batch: [vector.to_bytes() for vector in encoder.embed_documents(batch)],
+        progress,
     )
-
-
-def dense_from_bytes(data: bytes) -> np.ndarray:
-    return np.frombuffer(data, dtype=np.float32)

@@ -1,4 +1,4 @@
-"""What every parser returns: a document as a sequence of elements that remember where they came from."""
+"""What every parser returns: a document as elements that remember where they came from."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ BBox = tuple[float, float, float, float]
 
 @dataclass(frozen=True, slots=True)
 class TextBox:
-    """Where the characters ``text[start:end]`` of an element sit on its page (one line of a PDF)."""
+    """Where ``text[start:end]`` of an element sits on its page (one line of a PDF)."""
 
     start: int
     end: int

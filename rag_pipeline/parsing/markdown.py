@@ -1,4 +1,4 @@
-"""Markdown → elements with markdown-it: headings build the section path; lists and tables stay whole.
+"""Markdown → elements (markdown-it): headings make the section path; lists and tables stay whole.
 
 A direct parser rather than unstructured's: Markdown states its structure explicitly, and going
 through HTML and unstructured's text classification costs far more per file.

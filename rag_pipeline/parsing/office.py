@@ -111,5 +111,5 @@ def _require_offline_spacy_model() -> None:
     if not spacy.util.is_package("en_core_web_sm"):
         raise ParseError(
             "spaCy's en_core_web_sm is not installed, and unstructured would try to download it: "
-            "reinstall rag-pipeline (pip install -e .), which provides it from vendor/en_core_web_sm"
+            "reinstall rag-pipeline (pip install -e .), which installs vendor/en_core_web_sm"
         )

@@ -128,7 +128,7 @@ def _read_blocks(page: object) -> list[_Block]:
 
 
 def _blocks_split_by_style(page: int, lines: list[_Line]) -> list[_Block]:
-    """PyMuPDF often puts a heading and its first paragraph in one block: split where the style changes."""
+    """PyMuPDF often puts a heading and its first paragraph in one block: split at style changes."""
     groups: list[list[_Line]] = []
     for line in lines:
         if groups:
@@ -274,12 +274,14 @@ def _columns(blocks: list[_Block], page_width: float) -> list[tuple[float, float
         return []
     edges = [left, *[edge for gutter in gutters for edge in gutter], right]
     columns = [(edges[i], edges[i + 1]) for i in range(0, len(edges), 2)]
-    # A "column" holding a single short block is a side note, not a column.
-    occupied = [
-        sum(1 for block in narrow if block.bbox[0] >= a - 3 and block.bbox[2] <= b + 3)
-        for a, b in columns
-    ]
-    return columns if all(count >= 2 for count in occupied) else []
+    # A "column" holding one short block is a side note or a stray label, not a column.
+    top = min(block.bbox[1] for block in blocks)
+    bottom = max(block.bbox[3] for block in blocks)
+    for a, b in columns:
+        inside = [block for block in narrow if block.bbox[0] >= a - 3 and block.bbox[2] <= b + 3]
+        if len(inside) < 2 and sum(block.height for block in inside) < 0.25 * (bottom - top):
+            return []
+    return columns
 
 
 def _heading_levels(blocks: list[_Block]) -> dict[int, int]:

@@ -7,6 +7,7 @@ or replaced when it dies; the rest of the batch goes on.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import multiprocessing.connection
 import time
@@ -61,10 +62,8 @@ class _Worker:
         if kill:
             self.process.kill()
         else:
-            try:
+            with contextlib.suppress(OSError):
                 self.connection.send(None)
-            except OSError:
-                pass
         self.process.join(timeout=5)
         if self.process.is_alive():
             self.process.kill()

@@ -1,4 +1,4 @@
-"""Plain text, CSV/TSV, JSON and logs: decoding with encoding detection, then paragraphs or tables."""
+"""Plain text, CSV/TSV, JSON, logs: decoded with encoding detection, then paragraphs or tables."""
 
 from __future__ import annotations
 
@@ -68,19 +68,25 @@ def _looks_like_utf16(sample: bytes) -> bool:
 
 
 def _decode_legacy(data: bytes) -> str:
-    """GB18030 when it decodes to mostly Chinese, else Latin-1 (Windows-1252 where defined)."""
-    try:
-        text = data.decode("gb18030")
-    except UnicodeDecodeError:
-        pass
-    else:
-        non_ascii = [ch for ch in text if ord(ch) > 127]
-        if non_ascii and sum(bool(_CJK_TEXT.match(ch)) for ch in non_ascii) >= 0.9 * len(non_ascii):
+    """GB18030 or BOM-less UTF-16 when either reads as Chinese, else Latin-1 (as Windows-1252)."""
+    for encoding in ("gb18030", "utf-16-le", "utf-16-be"):
+        try:
+            text = data.decode(encoding)
+        except UnicodeDecodeError:
+            continue
+        if _mostly_chinese(text):
             return text
     try:
         return data.decode("cp1252")
     except UnicodeDecodeError:
         return data.decode("latin-1")
+
+
+def _mostly_chinese(text: str) -> bool:
+    """Whether the non-ASCII characters are nearly all Chinese (random bytes seldom are)."""
+    non_ascii = [ch for ch in text[:4096] if ord(ch) > 127]
+    chinese = sum(bool(_CJK_TEXT.match(ch)) for ch in non_ascii)
+    return bool(non_ascii) and chinese >= 0.9 * len(non_ascii)
 
 
 def read_text(path: Path) -> str:

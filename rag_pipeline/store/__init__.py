@@ -1,4 +1,4 @@
-"""The vector store: one small interface, an embedded engine by default and a Qdrant server by URL."""
+"""The vector store: one small interface; an embedded engine by default, a Qdrant server by URL."""
 
 from __future__ import annotations
 
@@ -61,4 +61,6 @@ def open_vector_store(settings: Settings, *, wait_seconds: float = 600.0) -> Vec
         return QdrantServerStore.from_settings(settings.store)
     from rag_pipeline.store.edge import EdgeStore
 
-    return EdgeStore(settings.home / "qdrant" / settings.store.collection, wait_seconds=wait_seconds)
+    return EdgeStore(
+        settings.home / "qdrant" / settings.store.collection, wait_seconds=wait_seconds
+    )

@@ -12,6 +12,7 @@ import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,6 +26,9 @@ from rag_pipeline.store.schema import (
     QueryFilter,
 )
 
+if TYPE_CHECKING:
+    from qdrant_edge import EdgeShard, Filter
+
 _UPSERT_BATCH = 256
 _SCROLL_PAGE = 2048
 _CONFIG_FILE = "edge_config.json"  # written by qdrant_edge itself
@@ -36,7 +40,7 @@ class EdgeStore:
         self.path = path
         self._shard = self._load(wait_seconds) if (path / _CONFIG_FILE).exists() else None
 
-    def _load(self, wait_seconds: float):
+    def _load(self, wait_seconds: float) -> EdgeShard:
         from qdrant_edge import EdgeShard
 
         deadline = time.monotonic() + wait_seconds
@@ -85,7 +89,7 @@ class EdgeStore:
             self._shard.update(UpdateOperation.create_field_index(field, PayloadSchemaType.Keyword))
 
     @property
-    def shard(self):
+    def shard(self) -> EdgeShard:
         if self._shard is None:
             raise StoreError("the vector store is empty: nothing has been indexed yet")
         return self._shard
@@ -95,7 +99,7 @@ class EdgeStore:
             return None
         return self._shard_config()["vectors"][DENSE_VECTOR]["size"]
 
-    def _shard_config(self) -> dict:
+    def _shard_config(self) -> dict[str, Any]:
         import json
 
         return json.loads((self.path / _CONFIG_FILE).read_text())
@@ -194,8 +198,8 @@ class EdgeStore:
             self._shard = None
 
 
-def _vectors(point: IndexPoint, sparse_type: type) -> dict:
-    vectors: dict = {}
+def _vectors(point: IndexPoint, sparse_type: type) -> dict[str, Any]:
+    vectors: dict[str, Any] = {}
     if point.dense is not None:
         vectors[DENSE_VECTOR] = point.dense.tolist()
     if point.sparse is not None:
@@ -204,7 +208,7 @@ def _vectors(point: IndexPoint, sparse_type: type) -> dict:
     return vectors
 
 
-def _edge_filter(query_filter: QueryFilter | None):
+def _edge_filter(query_filter: QueryFilter | None) -> Filter | None:
     from qdrant_edge import FieldCondition, Filter, MatchAny
 
     if query_filter is None or not query_filter.conditions():

@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import pytest
+
+from rag_pipeline.cli import main
+
+
+@pytest.fixture(autouse=True)
+def offline_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No hub, no telemetry, and no configuration leaking in from the developer's shell."""
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("RAG_PIPELINE_") or name in (
+            "QDRANT_URL",
+            "QDRANT_API_KEY",
+            "DAGSTER_HOME",
+        ):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("DO_NOT_TRACK", "1")
+    yield
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+class Cli(Protocol):
+    def __call__(self, *args: str | Path | int) -> CliResult: ...
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Cli:
+    """Run ``rag-pipeline`` in this process and capture what it prints."""
+
+    def run(*args: str | Path | int) -> CliResult:
+        capsys.readouterr()
+        code = main([str(arg) for arg in args])
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return run
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    return folder

@@ -1,0 +1,52 @@
+from pathlib import Path
+
+import pytest
+
+from rag_pipeline.parsing import ParseError, detect_format, parse_document
+from rag_pipeline_tests.documents import docx_file, two_column_pdf
+
+
+def test_docx_headings_become_section_paths(tmp_path: Path) -> None:
+    path = docx_file(
+        tmp_path / "handbook.docx",
+        {"Vacation policy": ["Employees receive twenty days of paid leave each year."]},
+        table=[["Grade", "Days"], ["A", "20"]],
+    )
+    elements = parse_document(path).elements
+    body = next(e for e in elements if "twenty days" in e.text)
+    assert body.section == ("Vacation policy",)
+    assert any(e.kind == "table" and "Grade" in e.text for e in elements)
+
+
+def test_a_pdf_named_docx_is_parsed_as_a_pdf(tmp_path: Path) -> None:
+    misnamed = tmp_path / "report.docx"
+    misnamed.write_bytes(two_column_pdf(tmp_path / "real.pdf").read_bytes())
+    assert detect_format(misnamed) == "pdf"
+    assert parse_document(misnamed).page_count == 3
+
+
+def test_text_named_pdf_fails_with_a_clear_reason(tmp_path: Path) -> None:
+    path = tmp_path / "fake.pdf"
+    path.write_text("just some notes, not a PDF at all", encoding="utf-8")
+    with pytest.raises(ParseError, match="not a PDF file"):
+        parse_document(path)
+
+
+def test_a_truncated_docx_fails_with_a_clear_reason(tmp_path: Path) -> None:
+    whole = docx_file(tmp_path / "whole.docx", {"Title": ["Body text."]}).read_bytes()
+    path = tmp_path / "truncated.docx"
+    path.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(ParseError):
+        parse_document(path)
+
+
+def test_html_is_parsed_offline(tmp_path: Path) -> None:
+    path = tmp_path / "page.html"
+    path.write_text(
+        "<html><body><h1>Solar power</h1><p>Panels convert sunlight into electricity "
+        "every day of the year.</p></body></html>",
+        encoding="utf-8",
+    )
+    elements = parse_document(path).elements
+    assert elements[0].kind == "title" and elements[0].text == "Solar power"
+    assert elements[1].section == ("Solar power",)

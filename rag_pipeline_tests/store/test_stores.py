@@ -1,0 +1,126 @@
+"""The same contract for both backends: the embedded engine and qdrant-client (local mode here)."""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rag_pipeline.config import StoreSettings
+from rag_pipeline.store import StoreBusyError, VectorStore
+from rag_pipeline.store.edge import EdgeStore
+from rag_pipeline.store.schema import IndexPoint, QueryFilter
+from rag_pipeline.store.server import QdrantServerStore
+
+DIM = 8
+
+
+def _point(doc: str, version: str, index: int, seed: int, lang: str = "en") -> IndexPoint:
+    rng = np.random.default_rng(seed)
+    dense = rng.normal(size=DIM).astype(np.float32)
+    return IndexPoint(
+        point_id=f"00000000-0000-0000-0000-{seed:012d}",
+        dense=dense / np.linalg.norm(dense),
+        sparse=(np.array([seed, 1000 + seed]), np.array([1.0, 0.5], dtype=np.float32)),
+        payload={
+            "doc_id": doc,
+            "version": version,
+            "chunk_id": f"{doc}#{index}",
+            "lang": lang,
+            "modality": "text",
+        },
+    )
+
+
+@pytest.fixture(params=["edge", "qdrant-client"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStore]:
+    if request.param == "edge":
+        opened: VectorStore = EdgeStore(tmp_path / "edge")
+    else:
+        opened = QdrantServerStore.from_settings(StoreSettings(client_path=tmp_path / "local"))
+    opened.ensure_collection(DIM)
+    yield opened
+    opened.close()
+
+
+def test_hybrid_query_finds_a_point_by_its_dense_and_sparse_vectors(store: VectorStore) -> None:
+    points = [_point("a", "v1", i, seed=i + 1) for i in range(5)]
+    store.upsert(points)
+    target = points[3]
+    hits = store.query(target.dense, target.sparse, limit=3, prefetch_limit=10)
+    assert hits[0].point_id == target.point_id
+    assert hits[0].payload["chunk_id"] == "a#3"
+
+
+def test_delete_keeps_only_the_named_version(store: VectorStore) -> None:
+    store.upsert(
+        [
+            _point("a", "v1", 0, 1),
+            _point("a", "v1", 1, 2),
+            _point("a", "v2", 0, 3),
+            _point("b", "v1", 0, 4),
+        ]
+    )
+    store.delete_document("a", keep_version="v2")
+    assert store.count("a") == 1 and store.count("b") == 1
+    assert set(store.point_owners().values()) == {("a", "v2"), ("b", "v1")}
+    store.delete_document("a")
+    assert store.count() == 1
+
+
+def test_upserting_the_same_points_twice_creates_no_duplicates(store: VectorStore) -> None:
+    points = [_point("a", "v1", i, i + 1) for i in range(3)]
+    store.upsert(points)
+    store.upsert(points)
+    assert store.count() == 3
+
+
+def test_filters_restrict_the_search(store: VectorStore) -> None:
+    store.upsert([_point("a", "v1", 0, 1, lang="en"), _point("b", "v1", 0, 2, lang="zh")])
+    query = _point("x", "v", 0, 1)
+    hits = store.query(
+        query.dense,
+        query.sparse,
+        limit=5,
+        prefetch_limit=5,
+        query_filter=QueryFilter(langs=("zh",)),
+    )
+    assert [hit.payload["doc_id"] for hit in hits] == ["b"]
+
+
+def test_vector_size_is_reported(store: VectorStore) -> None:
+    assert store.dense_size() == DIM
+
+
+def test_a_second_process_on_the_embedded_store_is_told_it_is_busy(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    first = EdgeStore(tmp_path / "edge")
+    first.ensure_collection(DIM)
+    code = (
+        "from pathlib import Path\n"
+        "from rag_pipeline.store import StoreBusyError\n"
+        "from rag_pipeline.store.edge import EdgeStore\n"
+        "try:\n"
+        f"    EdgeStore(Path({str(tmp_path / 'edge')!r}))\n"
+        "except StoreBusyError as e:\n"
+        "    print('busy:', e)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
+    first.close()
+    assert "busy:" in result.stdout and "another process" in result.stdout
+    assert StoreBusyError  # the type the message came from
+
+
+def test_changing_to_a_model_of_another_size_recreates_the_embedded_collection(
+    tmp_path: Path,
+) -> None:
+    store = EdgeStore(tmp_path / "edge")
+    store.ensure_collection(DIM)
+    store.upsert([_point("a", "v1", 0, 1)])
+    store.ensure_collection(16)
+    assert store.dense_size() == 16 and store.count() == 0
+    store.close()

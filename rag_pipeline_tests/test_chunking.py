@@ -1,0 +1,100 @@
+from functools import cache
+
+import pytest
+
+from rag_pipeline.chunking import TokenCounter, chunk_document
+from rag_pipeline.config import EmbeddingSettings
+from rag_pipeline.embedding.models import load_dense_tokenizer
+from rag_pipeline.parsing import Element, TextBox
+
+
+@cache
+def counter() -> TokenCounter:
+    tokenizer, max_length = load_dense_tokenizer(EmbeddingSettings(), None)  # type: ignore[arg-type]
+    return TokenCounter(tokenizer, max_length)
+
+
+def chunk(elements: list[Element], max_tokens: int = 64, overlap: int = 16):  # noqa: ANN201
+    return chunk_document(
+        elements,
+        doc_id="d",
+        version="v",
+        counter=counter(),
+        max_tokens=max_tokens,
+        overlap_tokens=overlap,
+    )
+
+
+ENGLISH = " ".join(f"Sentence number {i} talks about retrieval and ranking." for i in range(40))
+CHINESE = "".join(f"第{i}句话讨论检索和排序的问题。" for i in range(60))
+
+
+@pytest.mark.parametrize("text", [ENGLISH, CHINESE])
+def test_no_chunk_exceeds_the_budget_in_model_tokens_with_special_tokens(text: str) -> None:
+    chunks = chunk([Element(text=text, kind="paragraph")], max_tokens=64)
+    assert len(chunks) > 3
+    assert all(c.token_count + counter().special_tokens <= 64 for c in chunks)
+
+
+def test_the_default_budget_fits_the_model_sequence_length() -> None:
+    assert counter().max_length == 256
+
+
+def test_long_paragraphs_split_at_sentence_ends_with_overlap() -> None:
+    chunks = chunk([Element(text=ENGLISH, kind="paragraph")], max_tokens=64, overlap=16)
+    assert all(c.text.endswith(".") and c.text[0].isupper() for c in chunks)
+    first_end = chunks[0].text.split(". ")[-1]
+    assert first_end in chunks[1].text  # the last sentence is repeated: overlap
+
+
+def test_chinese_splits_after_full_stops() -> None:
+    chunks = chunk([Element(text=CHINESE, kind="paragraph")], max_tokens=64)
+    assert all(c.text.endswith("。") for c in chunks)
+    assert all(c.lang == "zh" for c in chunks)
+
+
+def test_short_neighbours_in_a_section_merge_and_a_heading_starts_a_chunk() -> None:
+    filler = "Enough words to make this section long enough to stand alone as a chunk of its own."
+    elements = [
+        Element(text="Intro", kind="title", section=("Intro",)),
+        Element(text="Short one.", kind="paragraph", section=("Intro",)),
+        Element(text="Short two.", kind="paragraph", section=("Intro",)),
+        Element(text=filler, kind="paragraph", section=("Intro",)),
+        Element(text="Methods", kind="title", section=("Methods",)),
+        Element(text="Method text.", kind="paragraph", section=("Methods",)),
+    ]
+    chunks = chunk(elements, max_tokens=64)
+    assert [c.text.split("\n")[0] for c in chunks] == ["Intro", "Methods"]
+    assert chunks[1].section == ("Methods",)
+
+
+def test_long_tables_split_between_rows_repeating_the_header() -> None:
+    rows = ["name | city | score"] + [f"person {i} | city {i} | {i * 7}" for i in range(60)]
+    chunks = chunk([Element(text="\n".join(rows), kind="table")], max_tokens=64)
+    assert len(chunks) > 2
+    assert all(c.text.startswith("name | city | score\n") for c in chunks)
+    body = [line for c in chunks for line in c.text.splitlines()[1:]]
+    assert body == rows[1:]
+
+
+def test_pdf_chunks_carry_pages_and_the_boxes_of_their_lines() -> None:
+    line_one, line_two = "First line of text.", "Second line of text."
+    element = Element(
+        text=f"{line_one} {line_two}",
+        kind="paragraph",
+        page=2,
+        bbox=(10, 10, 200, 40),
+        boxes=(
+            TextBox(0, len(line_one), (10, 10, 150, 20)),
+            TextBox(len(line_one) + 1, len(line_one) + 1 + len(line_two), (10, 25, 200, 40)),
+        ),
+    )
+    (only,) = chunk([element])
+    assert (only.page_start, only.page_end) == (2, 2)
+    assert [(b.page, b.x0, b.y0, b.x1, b.y1) for b in only.bboxes] == [(2, 10, 10, 200, 40)]
+
+
+def test_chunk_ids_are_deterministic() -> None:
+    elements = [Element(text=ENGLISH, kind="paragraph")]
+    assert [c.chunk_id for c in chunk(elements)] == [c.chunk_id for c in chunk(elements)]
+    assert chunk(elements)[0].chunk_id == "d@v#0"

@@ -1,0 +1,32 @@
+from pathlib import Path
+
+import pytest
+
+from rag_pipeline.config import load_settings
+
+
+def test_home_defaults_to_data_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings()
+    assert settings.home == tmp_path / "data"
+    assert settings.watched_folders == [tmp_path / "data" / "inbox"]
+
+
+def test_environment_overrides_nested_settings(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_PIPELINE_CHUNKING__MAX_TOKENS", "128")
+    monkeypatch.setenv("QDRANT_URL", "http://qdrant.example:6333")
+    settings = load_settings(home)
+    assert settings.chunking.max_tokens == 128
+    assert settings.store.url == "http://qdrant.example:6333"
+
+
+def test_sources_given_once_are_remembered(home: Path, tmp_path: Path) -> None:
+    load_settings(home).remember_sources([tmp_path / "a", tmp_path / "b"])
+    assert load_settings(home).watched_folders == [tmp_path / "a", tmp_path / "b"]
+
+
+def test_home_comes_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_PIPELINE_HOME", str(tmp_path / "elsewhere"))
+    assert load_settings().home == tmp_path / "elsewhere"

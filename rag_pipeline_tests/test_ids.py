@@ -1,0 +1,18 @@
+from rag_pipeline import ids
+
+
+def test_point_ids_are_deterministic_uuids_of_the_chunk_id() -> None:
+    chunk = ids.chunk_id("docs/a.pdf", "v1", 3)
+    assert ids.point_id(chunk) == ids.point_id(chunk)
+    assert ids.point_id(chunk) != ids.point_id(ids.chunk_id("docs/a.pdf", "v2", 3))
+
+
+def test_document_ids_escape_control_characters_in_file_names() -> None:
+    assert ids.document_id("docs", "odd\nname.txt") == "docs/odd\\x0aname.txt"
+
+
+def test_version_changes_with_content_or_pipeline() -> None:
+    base = ids.document_version("abc", "p1")
+    assert base == ids.document_version("abc", "p1")
+    assert base != ids.document_version("abd", "p1")
+    assert base != ids.document_version("abc", "p2")

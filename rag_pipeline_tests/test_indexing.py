@@ -1,0 +1,326 @@
+"""The pipeline end to end, as a user runs it: the CLI, a real Dagster instance, the embedded
+Qdrant engine, and files written by the tests."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dagster import AssetKey, AssetRecordsFilter
+
+from rag_pipeline.catalog import Catalog
+from rag_pipeline.config import load_settings
+from rag_pipeline.defs.instance import get_instance
+from rag_pipeline.defs.partitions import DOCUMENTS
+from rag_pipeline.indexing import Indexer
+from rag_pipeline.store import open_vector_store
+from rag_pipeline_tests.conftest import Cli
+from rag_pipeline_tests.documents import (
+    docx_file,
+    encrypted_pdf,
+    long_pdf,
+    two_column_pdf,
+    zero_page_pdf,
+)
+
+GUIDE = """# Field guide
+
+## Herons
+
+Herons stand still in shallow water and strike fish with their long bills.
+
+## Kingfishers
+
+Kingfishers dive from a perch and carry the fish back to beat it against a branch.
+
+## Owls
+
+Owls hunt at night; their soft feathers make their flight almost silent.
+"""
+CHINESE = (
+    "长江是中国最长的河流，全长约六千三百公里。三峡大坝位于湖北省宜昌市，是世界上最大的水电站。"
+)
+
+
+@pytest.fixture
+def corpus(source: Path) -> Path:
+    two_column_pdf(source / "report.pdf")
+    (source / "guide.md").write_text(GUIDE, encoding="utf-8")
+    (source / "rivers.txt").write_bytes(CHINESE.encode("gb18030"))
+    (source / "prices.csv").write_text("item,price\napple,1.20\npear,0.90\n", encoding="utf-8")
+    docx_file(
+        source / "policy.docx",
+        {"Vacation policy": ["Employees receive twenty days of paid leave."]},
+    )
+    return source
+
+
+def _status(cli: Cli, home: Path) -> dict[str, dict[str, Any]]:
+    return {row["doc_id"]: row for row in cli("status", "--home", home, "--json").json()}
+
+
+def _query(cli: Cli, home: Path, text: str, k: int = 3) -> list[dict[str, Any]]:
+    result = cli("query", text, "--home", home, "--top-k", k, "--json")
+    assert result.code == 0, result.err
+    return result.json()
+
+
+def _metadata(home: Path, asset: str, doc_id: str) -> list[dict[str, Any]]:
+    """Metadata of an asset's materializations for one document, newest first."""
+    with get_instance(load_settings(home)) as instance:
+        records = instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[doc_id]), limit=100
+        ).records
+        return [
+            {key: value.value for key, value in record.asset_materialization.metadata.items()}
+            for record in records
+        ]
+
+
+def _run_count(home: Path) -> int:
+    with get_instance(load_settings(home)) as instance:
+        return len(instance.get_runs())
+
+
+def _points(home: Path, doc_id: str | None = None) -> int:
+    store = open_vector_store(load_settings(home))
+    try:
+        return store.count(doc_id)
+    finally:
+        store.close()
+
+
+def test_first_index_makes_every_document_searchable_with_citations(
+    cli: Cli, home: Path, corpus: Path
+) -> None:
+    result = cli("index", "--home", home, "--source", corpus)
+    assert result.code == 0, result.err
+    assert "added 5, changed 0, unchanged 0, deleted 0, failed 0" in result.out
+    status = _status(cli, home)
+    assert {row["state"] for row in status.values()} == {"indexed"}
+    hit = _query(cli, home, "dense and sparse keyword vectors find rare product codes")[0]
+    assert hit["doc_id"] == "docs/report.pdf"
+    assert hit["page"] in (1, 2, 3) and len(hit["bbox"]) == 4
+    assert hit["section"].startswith("Section") and hit["modality"] == "text"
+    assert {"chunk_id", "file_path", "text", "score"} <= hit.keys()
+    # What the Dagster UI shows: one partition per document, per-document metadata, checks.
+    with get_instance(load_settings(home)) as instance:
+        assert sorted(instance.get_dynamic_partitions(DOCUMENTS)) == sorted(status)
+        checks = instance.event_log_storage.get_asset_check_execution_history(
+            __import__("dagster").AssetCheckKey(AssetKey("qdrant_points"), "every_chunk_has_point"),
+            limit=1,
+        )
+        assert checks[0].evaluation.passed  # type: ignore[union-attr]
+    parsed = _metadata(home, "parsed_pages", "docs/report.pdf")[0]
+    assert parsed["pages"] == 3 and parsed["batch_documents"] == 5
+
+
+def test_an_unchanged_rerun_starts_no_run_and_embeds_nothing(
+    cli: Cli, home: Path, corpus: Path
+) -> None:
+    cli("index", "--home", home, "--source", corpus)
+    runs = _run_count(home)
+    result = cli("index", "--home", home)  # the folder is remembered
+    assert "added 0, changed 0, unchanged 5, deleted 0, failed 0" in result.out
+    assert _run_count(home) == runs
+
+
+def test_a_modified_file_reindexes_only_itself_and_embeds_only_its_changed_chunks(
+    cli: Cli,
+    home: Path,
+    corpus: Path,
+) -> None:
+    cli("index", "--home", home, "--source", corpus)
+    # Small chunks so that each section of the guide is a chunk of its own.
+    os.environ["RAG_PIPELINE_CHUNKING__MAX_TOKENS"] = "32"
+    try:
+        cli("index", "--home", home)
+        before = {doc: len(_metadata(home, "parsed_pages", doc)) for doc in _status(cli, home)}
+        guide = corpus / "guide.md"
+        guide.write_text(
+            GUIDE.replace("Owls hunt at night", "Owls hunt mostly at night"), encoding="utf-8"
+        )
+        result = cli("index", "--home", home)
+    finally:
+        del os.environ["RAG_PIPELINE_CHUNKING__MAX_TOKENS"]
+    assert "added 0, changed 1, unchanged 4" in result.out
+    after = {doc: len(_metadata(home, "parsed_pages", doc)) for doc in before}
+    assert after["docs/guide.md"] == before["docs/guide.md"] + 1
+    assert all(after[doc] == before[doc] for doc in before if doc != "docs/guide.md")
+    dense = _metadata(home, "dense_embeddings", "docs/guide.md")[0]
+    assert dense["embedded"] == 1 and dense["cached"] == dense["chunks"] - 1
+    assert "mostly at night" in _query(cli, home, "when do owls hunt")[0]["text"]
+
+
+def test_a_renamed_file_is_not_embedded_again(cli: Cli, home: Path, corpus: Path) -> None:
+    cli("index", "--home", home, "--source", corpus)
+    (corpus / "guide.md").rename(corpus / "birds.md")
+    result = cli("index", "--home", home)
+    assert "added 1, changed 0, unchanged 4, deleted 1" in result.out
+    dense = _metadata(home, "dense_embeddings", "docs/birds.md")[0]
+    assert dense["embedded"] == 0 and dense["cached"] == dense["chunks"] > 0
+    assert _query(cli, home, "herons strike fish")[0]["doc_id"] == "docs/birds.md"
+
+
+def test_a_deleted_file_is_gone_from_points_catalog_and_partitions(
+    cli: Cli, home: Path, corpus: Path
+) -> None:
+    cli("index", "--home", home, "--source", corpus)
+    assert _points(home, "docs/guide.md") > 0
+    (corpus / "guide.md").unlink()
+    result = cli("index", "--home", home)
+    assert "deleted 1" in result.out
+    assert _points(home, "docs/guide.md") == 0
+    assert "docs/guide.md" not in _status(cli, home)
+    assert not Catalog(home).chunks_path("docs/guide.md").exists()
+    with get_instance(load_settings(home)) as instance:
+        assert "docs/guide.md" not in instance.get_dynamic_partitions(DOCUMENTS)
+
+
+def test_a_chunk_size_change_reindexes_every_document(
+    cli: Cli,
+    home: Path,
+    corpus: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cli("index", "--home", home, "--source", corpus)
+    monkeypatch.setenv("RAG_PIPELINE_CHUNKING__MAX_TOKENS", "128")
+    result = cli("index", "--home", home)
+    assert "added 0, changed 5, unchanged 0" in result.out
+    versions = {row["version"] for row in _status(cli, home).values()}
+    assert all(_points(home, doc) == row["chunks"] for doc, row in _status(cli, home).items())
+    assert len(versions) == 5
+
+
+def test_a_run_killed_between_upsert_and_delete_converges_on_the_next_run(
+    cli: Cli,
+    home: Path,
+    corpus: Path,
+) -> None:
+    cli("index", "--home", home, "--source", corpus)
+    (corpus / "guide.md").write_text(
+        GUIDE + "\n## Storks\n\nStorks nest on rooftops.\n", encoding="utf-8"
+    )
+    # Replay a run up to the upsert of the new version, then stop as a killed process would:
+    # old and new points side by side, the catalog still on the old version.
+    indexer = Indexer(load_settings(home))
+    keys = ["docs/guide.md"]
+    indexer.plan(keys)
+    indexer.parse(keys)
+    indexer.chunk(keys)
+    indexer.embed_dense(keys)
+    indexer.embed_sparse(keys)
+    indexer.store.ensure_collection(384)
+    old_points = indexer.store.count("docs/guide.md")
+    task = indexer.stages.read_task("docs/guide.md")
+    record = Catalog(home).documents()["docs/guide.md"]
+    indexer.store.upsert(
+        indexer.document_points(task, indexer.stages.read_chunks(task.doc_id).rows, "Guide")
+    )
+    assert indexer.store.count("docs/guide.md") > old_points
+    indexer.close()
+    assert Catalog(home).documents()["docs/guide.md"].version == record.version
+
+    result = cli("index", "--home", home)
+    assert "changed 1" in result.out
+    row = _status(cli, home)["docs/guide.md"]
+    assert _points(home, "docs/guide.md") == row["chunks"]
+    assert _points(home) == sum(r["chunks"] for r in _status(cli, home).values())
+    assert "rooftops" in _query(cli, home, "where do storks nest")[0]["text"]
+
+
+def test_bad_inputs_fail_with_clear_reasons_and_the_rest_of_the_batch_is_indexed(
+    cli: Cli,
+    home: Path,
+    source: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    (source / "good.md").write_text(GUIDE, encoding="utf-8")
+    (source / "latin1.txt").write_bytes("Café crème à Genève, déjà vu.".encode("latin-1"))
+    shutil.copy(two_column_pdf(source.parent / "real.pdf"), source / "misnamed.docx")
+    (source / "corrupt.pdf").write_bytes(b"%PDF-1.7\n1 0 obj << broken")
+    encrypted_pdf(source / "locked.pdf")
+    zero_page_pdf(source / "nopages.pdf")
+    (source / "empty.txt").write_bytes(b"")
+    (source / "binary.txt").write_bytes(bytes(range(256)) * 64)
+    (source / "notes.pdf").write_text(
+        "plain notes saved with the wrong extension", encoding="utf-8"
+    )
+    (source / "huge.txt").write_text("word " * 300_000, encoding="utf-8")
+    monkeypatch.setenv("RAG_PIPELINE_PARSING__MAX_FILE_MB", "1")
+
+    result = cli("index", "--home", home, "--source", source)
+    assert result.code == 0, result.err
+    status = _status(cli, home)
+    expected_failures = {
+        "docs/corrupt.pdf": "not a readable PDF",
+        "docs/locked.pdf": "password",
+        "docs/nopages.pdf": "no pages",
+        "docs/empty.txt": "empty",
+        "docs/binary.txt": "binary",
+        "docs/notes.pdf": "not a PDF file",
+        "docs/huge.txt": "over the 1 MB limit",
+    }
+    for doc_id, reason in expected_failures.items():
+        assert status[doc_id]["state"] == "failed", doc_id
+        assert reason in status[doc_id]["error"], (doc_id, status[doc_id]["error"])
+        assert f"failed: {doc_id}: " in result.out
+    for doc_id in ("docs/good.md", "docs/latin1.txt", "docs/misnamed.docx"):
+        assert status[doc_id]["state"] == "indexed", status[doc_id]
+    assert f"failed {len(expected_failures)}" in result.out
+    # Failures are not retried while the files stay as they are.
+    assert "unchanged 10" in cli("index", "--home", home).out
+
+
+def test_a_parser_that_hangs_is_stopped_by_the_time_limit(
+    cli: Cli,
+    home: Path,
+    source: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    long_pdf(source / "endless.pdf", pages=4000)
+    (source / "quick.md").write_text(GUIDE, encoding="utf-8")
+    monkeypatch.setenv("RAG_PIPELINE_PARSING__TIMEOUT_SECONDS", "1")
+    cli("index", "--home", home, "--source", source)
+    status = _status(cli, home)
+    assert "longer than the 1 s limit" in status["docs/endless.pdf"]["error"]
+    assert status["docs/quick.md"]["state"] == "indexed"
+
+
+def test_a_broken_update_keeps_the_previous_version_searchable(
+    cli: Cli, home: Path, corpus: Path
+) -> None:
+    cli("index", "--home", home, "--source", corpus)
+    (corpus / "guide.md").write_bytes(b"\x00\x01\x02" * 1000)
+    result = cli("index", "--home", home)
+    assert "failed: docs/guide.md: binary data" in result.out
+    row = _status(cli, home)["docs/guide.md"]
+    assert row["state"] == "failed" and row["indexed_version"]
+    assert _query(cli, home, "herons strike fish")[0]["doc_id"] == "docs/guide.md"
+    assert "still searchable" in cli("status", "--home", home).out
+
+
+def test_a_chinese_document_is_found_by_a_chinese_query(cli: Cli, home: Path, corpus: Path) -> None:
+    cli("index", "--home", home, "--source", corpus)
+    hits = _query(cli, home, "三峡大坝在哪里")
+    assert hits[0]["doc_id"] == "docs/rivers.txt"
+    assert "宜昌" in hits[0]["text"]
+
+
+def test_the_server_backend_indexes_and_answers_through_qdrant_client(
+    cli: Cli,
+    home: Path,
+    corpus: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RAG_PIPELINE_STORE__CLIENT_PATH", str(tmp_path / "qdrant-local"))
+    cli("index", "--home", home, "--source", corpus)
+    assert not (home / "qdrant").exists()
+    assert _query(cli, home, "paid leave days")[0]["doc_id"] == "docs/policy.docx"
+    (corpus / "policy.docx").unlink()
+    cli("index", "--home", home)
+    assert _points(home, "docs/policy.docx") == 0

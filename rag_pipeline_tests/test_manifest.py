@@ -1,0 +1,100 @@
+import os
+from pathlib import Path
+
+import pytest
+
+from rag_pipeline.catalog import DocumentRecord
+from rag_pipeline.config import Settings, load_settings
+from rag_pipeline.manifest import diff_manifest, scan_sources, source_labels
+
+
+def _record(file, state: str = "indexed") -> DocumentRecord:  # noqa: ANN001
+    return DocumentRecord(
+        doc_id=file.doc_id,
+        source=file.source,
+        relative_path=file.relative_path,
+        file_type=file.file_type,
+        size=file.size,
+        mtime_ns=file.mtime_ns,
+        sha256=file.sha256,
+        version=file.version,
+        state=state,  # type: ignore[arg-type]
+        indexed_version=file.version,
+    )
+
+
+@pytest.fixture
+def settings(home: Path, source: Path) -> Settings:
+    return load_settings(home, sources=[source])
+
+
+def test_documents_are_named_by_folder_and_relative_path(settings: Settings, source: Path) -> None:
+    (source / "sub").mkdir()
+    (source / "sub" / "a.md").write_text("# A")
+    (source / ".hidden.md").write_text("# hidden")
+    (source / "picture.xyz").write_text("not a document")
+    files, missing = scan_sources(settings, {})
+    assert [f.doc_id for f in files] == ["docs/sub/a.md"]
+    assert files[0].file_type == "markdown" and len(files[0].sha256) == 64
+    assert missing == []
+
+
+def test_unchanged_size_and_mtime_skip_hashing(settings: Settings, source: Path) -> None:
+    path = source / "a.txt"
+    path.write_text("one")
+    files, _ = scan_sources(settings, {})
+    known = {files[0].doc_id: _record(files[0])}
+    # Same size and time, other content: the recorded hash is trusted, not recomputed.
+    stat = path.stat()
+    path.write_text("two")
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    again, _ = scan_sources(settings, known)
+    assert again[0].sha256 == files[0].sha256
+
+
+def test_diff_classifies_new_changed_unchanged_and_deleted(
+    settings: Settings, source: Path
+) -> None:
+    for name in ("keep.txt", "edit.txt", "gone.txt"):
+        (source / name).write_text(name)
+    files, _ = scan_sources(settings, {})
+    known = {file.doc_id: _record(file) for file in files}
+    (source / "edit.txt").write_text("edited text")
+    (source / "gone.txt").unlink()
+    (source / "new.txt").write_text("new")
+    files, missing = scan_sources(settings, known)
+    diff = diff_manifest(files, missing, known)
+    assert diff.new == ["docs/new.txt"]
+    assert diff.changed == ["docs/edit.txt"]
+    assert diff.unchanged == ["docs/keep.txt"]
+    assert diff.deleted == ["docs/gone.txt"]
+
+
+def test_documents_of_a_missing_folder_are_kept_not_deleted(
+    settings: Settings, source: Path
+) -> None:
+    (source / "a.txt").write_text("a")
+    files, _ = scan_sources(settings, {})
+    known = {file.doc_id: _record(file) for file in files}
+    source.rename(source.with_name("unmounted"))
+    files, missing = scan_sources(settings, known)
+    diff = diff_manifest(files, missing, known)
+    assert missing == [source] and diff.deleted == []
+
+
+def test_chunk_size_changes_every_version_but_a_query_setting_does_not(
+    home: Path, source: Path
+) -> None:
+    (source / "a.md").write_text("# A")
+    (source / "b.pdf").write_bytes(b"%PDF-1.7")
+    base = {f.doc_id: f.version for f in scan_sources(load_settings(home, sources=[source]), {})[0]}
+    resized = load_settings(home, sources=[source], chunking={"max_tokens": 128})
+    other = {f.doc_id: f.version for f in scan_sources(resized, {})[0]}
+    assert all(base[doc] != other[doc] for doc in base)
+    moved = load_settings(home, sources=[source], store={"collection": "elsewhere"})
+    assert {f.doc_id: f.version for f in scan_sources(moved, {})[0]} == base
+
+
+def test_folders_with_the_same_name_get_distinct_labels(tmp_path: Path) -> None:
+    labels = source_labels([tmp_path / "a" / "docs", tmp_path / "b" / "docs"])
+    assert len(labels) == 2 and all(label.startswith("docs-") for label in labels)
