@@ -1,0 +1,37 @@
+"""Dagster's storage on a real PostgreSQL (``.ci/run`` starts one and sets the URL)."""
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+from rag_pipeline.config import load_settings
+from rag_pipeline.defs.instance import get_instance
+from rag_pipeline_tests.conftest import Cli
+
+POSTGRES_URL = os.environ.get("RAG_PIPELINE_TEST_POSTGRES_URL")
+
+pytestmark = pytest.mark.skipif(
+    not POSTGRES_URL, reason="set RAG_PIPELINE_TEST_POSTGRES_URL to a PostgreSQL database"
+)
+
+
+def test_a_postgres_backed_instance_runs_a_materialization(
+    cli: Cli, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAG_PIPELINE_DAGSTER__POSTGRES_URL", POSTGRES_URL or "")
+    source = tmp_path / f"pg-{uuid.uuid4().hex[:8]}"
+    source.mkdir()
+    (source / "note.md").write_text("# Note\n\nPostgres keeps the run history.", encoding="utf-8")
+    result = cli("index", "--home", home, "--source", source)
+    assert result.code == 0, result.err
+    settings = load_settings(home)
+    with get_instance(settings) as instance:
+        assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+        doc_id = f"{source.name}/note.md"
+        assert doc_id in instance.get_dynamic_partitions("documents")
+        materialized = instance.get_materialized_partitions(
+            __import__("dagster").AssetKey("qdrant_points")
+        )
+        assert doc_id in materialized
