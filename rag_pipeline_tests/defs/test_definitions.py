@@ -4,16 +4,30 @@ import yaml
 from dagster import AssetKey, DagsterInstance
 
 from rag_pipeline.config import load_settings
-from rag_pipeline.defs.instance import instance_config
-from rag_pipeline.defs.partitions import DOCUMENTS, RANGE_END_TAG, RANGE_START_TAG, arrange_partitions
 from rag_pipeline.definitions import defs
+from rag_pipeline.defs.instance import instance_config
+from rag_pipeline.defs.partitions import (
+    DOCUMENTS,
+    RANGE_END_TAG,
+    RANGE_START_TAG,
+    arrange_partitions,
+)
 
-PIPELINE = ["file_manifest", "parsed_pages", "chunks", "dense_embeddings", "sparse_embeddings", "qdrant_points"]
+PIPELINE = [
+    "file_manifest",
+    "parsed_pages",
+    "chunks",
+    "dense_embeddings",
+    "sparse_embeddings",
+    "qdrant_points",
+]
 
 
 def test_every_definition_loads() -> None:
     repository = defs.get_repository_def()
-    assert {key.to_user_string() for key in repository.asset_graph.get_all_asset_keys()} == set(PIPELINE)
+    assert {key.to_user_string() for key in repository.asset_graph.get_all_asset_keys()} == set(
+        PIPELINE
+    )
     assert repository.get_job("index_documents")
     assert {sensor.name for sensor in repository.sensor_defs} == {"watched_folders_sensor"}
     assert {schedule.name for schedule in repository.schedule_defs} == {"hourly_index_schedule"}
@@ -21,7 +35,9 @@ def test_every_definition_loads() -> None:
 
 def test_the_asset_graph_follows_the_data() -> None:
     graph = defs.get_repository_def().asset_graph
-    parents = {key: {p.to_user_string() for p in graph.get(AssetKey(key)).parent_keys} for key in PIPELINE}
+    parents = {
+        key: {p.to_user_string() for p in graph.get(AssetKey(key)).parent_keys} for key in PIPELINE
+    }
     assert parents == {
         "file_manifest": set(),
         "parsed_pages": {"file_manifest"},
@@ -42,7 +58,9 @@ def test_the_checked_in_dagster_yaml_is_the_default_home_configuration() -> None
 
 
 def test_postgres_storage_names_the_psycopg2_driver(home: Path) -> None:
-    settings = load_settings(home, dagster={"postgres_url": "postgresql://rag:secret@db.local:5433/dagster"})
+    settings = load_settings(
+        home, dagster={"postgres_url": "postgresql://rag:secret@db.local:5433/dagster"}
+    )
     postgres = instance_config(settings)["storage"]["postgres"]["postgres_db"]
     assert postgres == {
         "username": "rag",
@@ -64,7 +82,10 @@ def test_a_batch_becomes_one_contiguous_partition_range() -> None:
         assert sorted(keys[start : end + 1]) == ["b", "d"]
         # A single document is always contiguous: nothing moves.
         before = instance.get_dynamic_partitions(DOCUMENTS)
-        assert arrange_partitions(instance, ["a"], before) == {RANGE_START_TAG: "a", RANGE_END_TAG: "a"}
+        assert arrange_partitions(instance, ["a"], before) == {
+            RANGE_START_TAG: "a",
+            RANGE_END_TAG: "a",
+        }
         assert instance.get_dynamic_partitions(DOCUMENTS) == before
         # Partitions of documents that exist nowhere any more are removed.
         arrange_partitions(instance, [], ["a", "b"])

@@ -23,8 +23,15 @@ def test_new_files_become_partitions_and_one_run_request(home: Path, watched: Pa
     with get_instance(load_settings(home)) as instance:
         result = watched_folders_sensor(build_sensor_context(instance=instance))
         assert isinstance(result, RunRequest)
-        assert result.tags[RANGE_START_TAG] == "docs/a.md" and result.tags[RANGE_END_TAG] == "docs/c.md"
-        assert sorted(instance.get_dynamic_partitions(DOCUMENTS)) == ["docs/a.md", "docs/b.md", "docs/c.md"]
+        assert (
+            result.tags[RANGE_START_TAG] == "docs/a.md"
+            and result.tags[RANGE_END_TAG] == "docs/c.md"
+        )
+        assert sorted(instance.get_dynamic_partitions(DOCUMENTS)) == [
+            "docs/a.md",
+            "docs/b.md",
+            "docs/c.md",
+        ]
 
 
 def test_nothing_to_do_once_the_folder_is_indexed(cli: Cli, home: Path, watched: Path) -> None:
