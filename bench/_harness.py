@@ -1,0 +1,108 @@
+"""What the benchmarks share: the CLI run as a fresh process, timed, its memory watched."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+CLI = [sys.executable, "-m", "rag_pipeline.cli"]
+
+_VOCABULARY = """
+retrieval index document passage query vector dense sparse hybrid fusion rank score model token
+chunk page section heading table figure citation answer question search corpus river mountain city
+history science energy market policy health water forest ocean climate data network system design
+method result analysis report summary process value growth risk
+"""
+WORDS = _VOCABULARY.split()
+
+
+@dataclass(frozen=True)
+class Measured:
+    seconds: float
+    peak_rss_mb: float  # the process and its children, summed, at their peak
+    stdout: str
+
+    @property
+    def summary(self) -> str:
+        """The line ``rag-pipeline index`` ends its report with (counts and seconds)."""
+        return next(line for line in self.stdout.splitlines() if line.startswith("added "))
+
+
+def run_cli(*args: str | Path, env: dict[str, str] | None = None) -> Measured:
+    """Run ``rag-pipeline`` in a fresh process; wall time and peak memory of its process tree."""
+    environment = os.environ | {"HF_HUB_OFFLINE": "1", "DO_NOT_TRACK": "1"} | (env or {})
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        [*CLI, *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment,
+    )
+    peak = peak_rss_of(process.pid)
+    out, err = process.communicate()
+    seconds = time.perf_counter() - started
+    if process.returncode != 0:
+        raise RuntimeError(f"rag-pipeline {' '.join(map(str, args))} failed:\n{err[-3000:]}")
+    return Measured(seconds, peak.result() / 2**20, out)
+
+
+class _Peak(threading.Thread):
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.peak = pid, 0
+
+    def run(self) -> None:
+        try:
+            root = psutil.Process(self.pid)
+            while root.is_running() and root.status() != psutil.STATUS_ZOMBIE:
+                total = 0
+                for process in [root, *root.children(recursive=True)]:
+                    with contextlib.suppress(psutil.Error):
+                        total += process.memory_info().rss
+                self.peak = max(self.peak, total)
+                time.sleep(0.05)
+        except psutil.Error:
+            pass
+
+    def result(self) -> int:
+        self.join()
+        return self.peak
+
+
+def peak_rss_of(pid: int) -> _Peak:
+    """Start watching the summed RSS of ``pid`` and its children; ``.result()`` waits for it."""
+    watcher = _Peak(pid)
+    watcher.start()
+    return watcher
+
+
+def write_short_markdown(folder: Path, count: int, seed: int = 7) -> list[Path]:
+    """``count`` short Markdown files (a heading and 40-300 words), deterministic per seed."""
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for number in range(count):
+        words = [rng.choice(WORDS) for _ in range(rng.randint(40, 300))]
+        sentences = [
+            " ".join(words[i : i + 12]).capitalize() + "." for i in range(0, len(words), 12)
+        ]
+        path = folder / f"note-{number:05d}.md"
+        path.write_text(f"# Note {number}\n\n" + " ".join(sentences) + "\n", encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+def require_shared() -> None:
+    if not SHARED.is_dir():
+        sys.exit(f"this benchmark needs ../shared beside the checkout ({SHARED} is missing)")

@@ -1,0 +1,77 @@
+"""End-to-end indexing throughput against a plain loop of the bare embedding model.
+
+For each corpus: a fresh process indexes it into a fresh home (``rag-pipeline index``), then the
+same chunk texts, in document order, go through the bare fastembed model in batches of 32 — what
+an indexer that only embeds would cost. Ratio > 1: the pipeline indexes faster than the loop
+embeds. Corpora: ``../shared/corpus`` and 1,000 generated short Markdown files.
+
+    python bench/throughput.py [--only corpus|short]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _harness import SHARED, require_shared, run_cli, write_short_markdown
+
+from rag_pipeline.catalog import Catalog
+from rag_pipeline.config import load_settings
+from rag_pipeline.embedding.models import load_dense_model
+
+
+def plain_loop_seconds(texts: list[str], home: Path) -> float:
+    # The bare model as fastembed loads it: one copy on every core.
+    embedding = load_settings(home).embedding.model_copy(update={"parallel": 1})
+    model = load_dense_model(embedding, home)
+    list(model.embed(["warm up"]))
+    started = time.perf_counter()
+    for start in range(0, len(texts), 32):
+        list(model.embed(texts[start : start + 32], batch_size=32))
+    return time.perf_counter() - started
+
+
+def chunk_texts(home: Path) -> list[str]:
+    catalog = Catalog(home)
+    return [row["text"] for doc_id in sorted(catalog.documents()) for row in catalog.chunks(doc_id)]
+
+
+def measure(name: str, source: Path, work: Path) -> None:
+    home = work / f"home-{name}"
+    run = run_cli("index", "--home", home, "--source", source)
+    texts = chunk_texts(home)
+    loop = plain_loop_seconds(texts, home)
+    documents = len(Catalog(home).documents())
+    print(
+        f"{name}: {documents} documents, {len(texts)} chunks | pipeline {run.seconds:.1f} s "
+        f"(whole command, fresh process) | plain embedding loop {loop:.1f} s | "
+        f"throughput ratio pipeline/loop {loop / run.seconds:.2f} | "
+        f"peak RSS {run.peak_rss_mb:.0f} MB"
+    )
+    print("   " + run.summary)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--only", choices=["corpus", "short"])
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="rag-bench-"))
+    try:
+        if args.only in (None, "short"):
+            write_short_markdown(work / "short", 1000)
+            measure("1,000 short Markdown files", work / "short", work)
+        if args.only in (None, "corpus"):
+            require_shared()
+            measure("../shared/corpus", SHARED / "corpus", work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
