@@ -20,8 +20,7 @@ from rag_pipeline import ids
 from rag_pipeline.language import detect_language
 
 if TYPE_CHECKING:
-    from tokenizers import Tokenizer
-
+    from rag_pipeline.embedding.dense import TokenCounter
     from rag_pipeline.parsing import Element
 
 # Sentence ends: ASCII terminators before a space and a capital, digit or opening quote;
@@ -64,26 +63,6 @@ class Chunk:
     @property
     def text_hash(self) -> str:
         return ids.text_hash(self.text)
-
-
-class TokenCounter:
-    """Token counts and offsets from a model's tokenizer, without truncation or special tokens."""
-
-    def __init__(self, tokenizer: Tokenizer, max_length: int) -> None:
-        from tokenizers import Tokenizer as TokenizerType
-
-        self._tokenizer = TokenizerType.from_str(tokenizer.to_str())
-        self._tokenizer.no_truncation()
-        self._tokenizer.no_padding()
-        self.special_tokens = len(self._tokenizer.encode("", add_special_tokens=True).ids)
-        self.max_length = max_length  # the model's sequence length, special tokens included
-
-    def count(self, texts: list[str]) -> list[int]:
-        encodings = self._tokenizer.encode_batch(texts, add_special_tokens=False)
-        return [len(encoding.ids) for encoding in encodings]
-
-    def offsets(self, text: str) -> list[tuple[int, int]]:
-        return self._tokenizer.encode(text, add_special_tokens=False).offsets
 
 
 @dataclass(slots=True)

@@ -61,8 +61,29 @@ class EmbeddingSettings(BaseModel):
         None, description="Optional fastembed SPLADE model name; when set it replaces BM25."
     )
     splade_model_path: Path | None = None
-    batch_size: int = Field(32, ge=1)
-    threads: int | None = Field(None, description="ONNX Runtime threads (default: all cores).")
+    batch_size: int = Field(64, ge=1, description="Most texts in one model call.")
+    batch_tokens: int = Field(
+        1024,
+        ge=1,
+        description="Most tokens (padding included) in one model call: bounds the model's "
+        "memory; batches are sorted by length, so small ones cost no speed.",
+    )
+    parallel: int | None = Field(
+        None,
+        ge=1,
+        description="Copies of the dense model embedding side by side, each on its share of "
+        "the cores (default: one per core). ONNX Runtime spreads one small batch poorly over "
+        "several cores; a copy per core is faster.",
+    )
+    threads: int | None = Field(
+        None, ge=1, description="ONNX Runtime threads per model (default: cores / copies)."
+    )
+
+    def dense_parallelism(self) -> tuple[int, int]:
+        """(model copies, ONNX Runtime threads per copy) for the dense model."""
+        cores = len(os.sched_getaffinity(0))
+        copies = self.parallel or cores
+        return copies, self.threads or max(1, cores // copies)
 
 
 class StoreSettings(BaseModel):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rag_pipeline import ids
-from rag_pipeline.catalog import DocumentRecord
+from rag_pipeline.catalog import Catalog, DocumentRecord
 from rag_pipeline.config import Settings
 from rag_pipeline.parsing import PARSER_VERSIONS, format_of
 
@@ -48,11 +48,17 @@ class ManifestDiff:
     unchanged: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     missing_sources: list[Path] = field(default_factory=list)
+    catalogued: list[str] = field(default_factory=list)  # documents the catalog knows
 
     @property
     def to_process(self) -> list[str]:
         """Documents a run must handle: new, changed and deleted."""
         return [*self.new, *self.changed, *self.deleted]
+
+    @property
+    def documents(self) -> list[str]:
+        """Every document that has or should have a partition: on disk or in the catalog."""
+        return list(dict.fromkeys([*self.files, *self.catalogued]))
 
 
 def source_labels(folders: list[Path]) -> dict[str, Path]:
@@ -191,7 +197,9 @@ def diff_manifest(
     index.
     """
     diff = ManifestDiff(
-        files={file.doc_id: file for file in files}, missing_sources=missing_sources
+        files={file.doc_id: file for file in files},
+        missing_sources=missing_sources,
+        catalogued=list(known),
     )
     for file in files:
         record = known.get(file.doc_id)
@@ -208,3 +216,10 @@ def diff_manifest(
         if doc_id not in diff.files and record.source not in missing
     ]
     return diff
+
+
+def find_changes(settings: Settings, *, retry_failed: bool = False) -> ManifestDiff:
+    """Scan the watched folders and classify every document against the catalog."""
+    known = Catalog(settings.home).documents()
+    files, missing = scan_sources(settings, known)
+    return diff_manifest(files, missing, known, retry_failed=retry_failed)

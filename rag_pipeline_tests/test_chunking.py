@@ -2,8 +2,9 @@ from functools import cache
 
 import pytest
 
-from rag_pipeline.chunking import TokenCounter, chunk_document
+from rag_pipeline.chunking import chunk_document
 from rag_pipeline.config import EmbeddingSettings
+from rag_pipeline.embedding.dense import TokenCounter
 from rag_pipeline.embedding.models import load_dense_tokenizer
 from rag_pipeline.parsing import Element, TextBox
 

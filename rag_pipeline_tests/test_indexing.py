@@ -324,3 +324,28 @@ def test_the_server_backend_indexes_and_answers_through_qdrant_client(
     (corpus / "policy.docx").unlink()
     cli("index", "--home", home)
     assert _points(home, "docs/policy.docx") == 0
+
+
+def test_the_consistency_checks_name_missing_and_orphan_points(
+    cli: Cli, home: Path, corpus: Path
+) -> None:
+    cli("index", "--home", home, "--source", corpus)
+    indexer = Indexer(load_settings(home))
+    try:
+        documents = sorted(Catalog(home).documents())
+        assert indexer.check_every_chunk_has_point(documents).passed
+        assert indexer.check_no_orphan_points().passed
+        # A point left behind by an older version; then a document that lost its points.
+        guide = indexer.stages.read_task("docs/guide.md")
+        rows = Catalog(home).chunks("docs/guide.md")
+        stale = [{**row, "chunk_id": row["chunk_id"] + "-old"} for row in rows[:1]]
+        [orphan] = indexer.document_points(guide, stale, "Guide")
+        orphan.payload["version"] = "an-old-version"
+        indexer.store.upsert([orphan])
+        orphans = indexer.check_no_orphan_points()
+        assert not orphans.passed and "an-old-version" in orphans.failures["docs/guide.md"]
+        indexer.store.delete_document("docs/policy.docx")
+        missing = indexer.check_every_chunk_has_point(documents)
+        assert not missing.passed and missing.failures["docs/policy.docx"].endswith("0 points")
+    finally:
+        indexer.close()

@@ -7,11 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 from dagster import AssetSelection, define_asset_job, in_process_executor
 
-from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import Settings
 from rag_pipeline.defs.assets import document_assets
 from rag_pipeline.defs.partitions import arrange_partitions
-from rag_pipeline.manifest import ManifestDiff, diff_manifest, scan_sources
+from rag_pipeline.manifest import ManifestDiff
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance
@@ -36,13 +35,7 @@ class PlannedRun:
         return {"resources": {"indexing": {"config": {"home": str(settings.home)}}}}
 
 
-def plan_index_run(
-    instance: DagsterInstance, settings: Settings, *, retry_failed: bool = False
-) -> PlannedRun:
-    """Scan the watched folders, sync the partitions, and range the documents to (re)index."""
-    catalog = Catalog(settings.home)
-    known = catalog.documents()
-    files, missing = scan_sources(settings, known)
-    diff = diff_manifest(files, missing, known, retry_failed=retry_failed)
-    tags = arrange_partitions(instance, diff.to_process, [*diff.files, *known])
+def plan_index_run(instance: DagsterInstance, diff: ManifestDiff) -> PlannedRun:
+    """Sync the partitions with the documents, and range the ones to (re)index."""
+    tags = arrange_partitions(instance, diff.to_process, diff.documents)
     return PlannedRun(diff=diff, tags=tags)

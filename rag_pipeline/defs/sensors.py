@@ -21,6 +21,7 @@ from dagster import (
 from rag_pipeline.config import load_settings
 from rag_pipeline.defs.runs import TRIGGER_TAG, index_documents_job, plan_index_run
 from rag_pipeline.locking import index_is_running
+from rag_pipeline.manifest import find_changes
 
 _ACTIVE = [
     DagsterRunStatus.QUEUED,
@@ -40,7 +41,7 @@ def _index_run_request(instance: DagsterInstance, trigger: str) -> RunRequest | 
     if active:
         return SkipReason("an indexing run is queued or in progress")
     # Also removes the partitions of documents a previous run deleted.
-    planned = plan_index_run(instance, settings)
+    planned = plan_index_run(instance, find_changes(settings))
     if not planned.tags:
         return SkipReason("no document changed")
     diff = planned.diff

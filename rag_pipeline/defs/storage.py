@@ -29,9 +29,16 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
         return cls(inst_data=inst_data, **config_value)
 
     def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
-        if not {event.get_dagster_event().event_type for event in events} <= _BATCHED:
-            super().store_event_batch(events)
-            return
+        # A run's planned events mix asset materializations (one per document and asset) with a
+        # few asset-check events: batch the former, store the rest as Dagster does.
+        batched = [event for event in events if event.dagster_event_type in _BATCHED]
+        for event in events:
+            if event.dagster_event_type not in _BATCHED:
+                self.store_event(event)
+        if batched:
+            self._store_asset_events(batched)
+
+    def _store_asset_events(self, events: Sequence[EventLogEntry]) -> None:
         insert = self.prepare_insert_event_batch(events)
         with self.run_connection(events[0].run_id) as connection:
             connection.execute(insert)

@@ -206,15 +206,16 @@ def models_folder(home: Path) -> Path:
 def load_dense_model(settings: EmbeddingSettings, home: Path) -> TextEmbedding:
     from fastembed import TextEmbedding
 
+    _, threads = settings.dense_parallelism()
     offline = OFFLINE_DENSE_MODELS.get(settings.dense_model)
     if offline is not None:
         _register_offline_model(offline)
         return TextEmbedding(
             offline.name,
             specific_model_path=str(_offline_model_folder(offline, home)),
-            threads=settings.threads,
+            threads=threads,
         )
-    options: dict[str, object] = {"threads": settings.threads}
+    options: dict[str, object] = {"threads": threads}
     if settings.dense_model_path:
         options["specific_model_path"] = str(settings.dense_model_path)
     else:

@@ -71,6 +71,22 @@ class _Worker:
         self.connection.close()
 
 
+def start_parser_server() -> multiprocessing.context.ForkServerContext:
+    """Start (once per process) the server that parser workers are forked from.
+
+    A forkserver: workers start from a clean single-threaded process, whatever threads the
+    caller (Dagster, ONNX Runtime) already runs, and the parsers are imported there once. It
+    starts in the background, so calling this early hides its start-up behind other work.
+    """
+    from multiprocessing import forkserver
+
+    context = multiprocessing.get_context("forkserver")
+    # Not PyMuPDF: importing it takes half a second, which a batch without PDFs need not wait.
+    context.set_forkserver_preload(["rag_pipeline.parsing", "markdown_it"])
+    forkserver.ensure_running()
+    return context
+
+
 def parse_in_workers(
     jobs: Iterable[tuple[str, Path]], *, workers: int, timeout_seconds: float
 ) -> Iterator[ParseOutcome]:
@@ -78,10 +94,7 @@ def parse_in_workers(
     pending = deque((key, str(path)) for key, path in jobs)
     if not pending:
         return
-    # forkserver: workers start from a clean single-threaded process, whatever threads the
-    # caller (Dagster, ONNX Runtime) already runs; the parsers are imported there once.
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["rag_pipeline.parsing"])
+    context = start_parser_server()
     pool = [_Worker(context) for _ in range(min(workers, len(pending)))]
     try:
         while pending or any(worker.job for worker in pool):

@@ -25,6 +25,12 @@ def test_length_sorted_batches_return_vectors_in_input_order(tmp_path: Path) -> 
     assert np.allclose(together, one_by_one, atol=1e-4)
 
 
+def test_batches_group_texts_of_similar_token_length(tmp_path: Path) -> None:
+    encoder = DenseEncoder(EmbeddingSettings(batch_size=2), tmp_path)
+    texts = ["long text " * 50, "short", "another long text " * 40, "tiny"]
+    assert [sorted(batch.tolist()) for batch in encoder.batches(texts)] == [[1, 3], [0, 2]]
+
+
 def test_cached_texts_are_not_embedded_again(tmp_path: Path) -> None:
     encoder = DenseEncoder(EmbeddingSettings(), tmp_path)
     cache = EmbeddingCache(tmp_path / "cache.sqlite")
