@@ -150,8 +150,8 @@ def _run_index_job(settings: Settings, diff: ManifestDiff, verbose: bool) -> boo
     from rag_pipeline.defs.runs import TRIGGER_TAG, index_documents_job, plan_index_run
 
     print(
-        f"indexing {len(diff.to_process)} of {len(diff.files)} documents "
-        f"({len(diff.new)} new, {len(diff.changed)} changed, {len(diff.deleted)} deleted)",
+        f"indexing {len(diff.new)} new, {len(diff.changed)} changed and {len(diff.deleted)} "
+        f"deleted documents ({len(diff.files)} in the watched folders)",
         file=sys.stderr,
     )
     with get_instance(settings) as instance:

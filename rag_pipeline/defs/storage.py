@@ -19,6 +19,7 @@ from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventL
 from dagster._serdes import ConfigurableClassData
 
 _BATCHED = {DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.ASSET_MATERIALIZATION_PLANNED}
+_EVENTS_PER_STATEMENT = 2000  # about 7 SQL variables each
 
 
 class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
@@ -35,8 +36,10 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
         for event in events:
             if event.dagster_event_type not in _BATCHED:
                 self.store_event(event)
-        if batched:
-            self._store_asset_events(batched)
+        # Slices bound the statement's SQL variables (SQLite refuses more than 32,766 in most
+        # builds; a refused batch would make Dagster store the events one by one instead).
+        for start in range(0, len(batched), _EVENTS_PER_STATEMENT):
+            self._store_asset_events(batched[start : start + _EVENTS_PER_STATEMENT])
 
     def _store_asset_events(self, events: Sequence[EventLogEntry]) -> None:
         insert = self.prepare_insert_event_batch(events)
