@@ -236,7 +236,10 @@ def _ui(args: argparse.Namespace) -> int:
         "DAGSTER_HOME": str(write_instance_config(settings)),
         "RAG_PIPELINE_HOME": str(settings.home),
     }
+    # Through this interpreter: the venv's scripts need not be on PATH.
     command = [
+        sys.executable,
+        "-m",
         "dagster",
         "dev",
         "-m",
@@ -246,7 +249,7 @@ def _ui(args: argparse.Namespace) -> int:
         "-h",
         args.host,
     ]
-    os.execvpe(command[0], command, environment)
+    os.execve(command[0], command, environment)
     return 0  # not reached: exec replaces this process
 
 
