@@ -107,7 +107,7 @@ def _split(element: Element, counter: TokenCounter, budget: int, overlap: int) -
     text = element.text
     if element.kind in ("table", "list"):
         return _split_rows(element, counter, budget, overlap, repeat_header=element.kind == "table")
-    spans = _sentence_spans(text)
+    spans = sentence_spans(text)
     counts = counter.count([text[a:b] for a, b in spans])
     pieces: list[_Piece] = []
     index = 0
@@ -133,7 +133,7 @@ def _split(element: Element, counter: TokenCounter, budget: int, overlap: int) -
     return pieces
 
 
-def _sentence_spans(text: str) -> list[tuple[int, int]]:
+def sentence_spans(text: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     start = 0
     for match in _SENTENCE_END.finditer(text):

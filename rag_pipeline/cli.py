@@ -72,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
 
     query = command("query", _query, "Search the index (hybrid dense + sparse).")
     query.add_argument("text", help="what to search for")
-    query.add_argument("--top-k", type=int, default=5, help="number of hits (default 5)")
+    query.add_argument("--top-k", type=int, help="number of hits (default: retrieval.top_k, 8)")
     query.add_argument("--json", action="store_true", help="print JSON")
 
     ui = command("ui", _ui, "Open the Dagster UI on this home folder (dagster dev).")
@@ -209,22 +209,24 @@ def _status(args: argparse.Namespace) -> int:
 
 def _query(args: argparse.Namespace) -> int:
     from rag_pipeline.store import StoreError
+    from serving.rerank import RerankError
     from serving.retrieval import QueryError, search
 
     settings = _settings(args)
     try:
-        hits = search(settings, args.text, top_k=args.top_k)
-    except (QueryError, StoreError) as error:
+        retrieval = search(settings, args.text, top_k=args.top_k)
+    except (QueryError, StoreError, RerankError) as error:
         raise UserError(str(error)) from error
+    hits = [passage.as_hit() for passage in retrieval.passages]
     if args.json:
-        print(json.dumps([hit.as_dict() for hit in hits], ensure_ascii=False, indent=2))
+        print(json.dumps(hits, ensure_ascii=False, indent=2))
         return 0
     if not hits:
         print("no results (is anything indexed? see `rag-pipeline status`)")
     for rank, hit in enumerate(hits, 1):
-        where = f"p. {hit.page}" if hit.page else ""
-        print(f"{rank}. {hit.score:.3f}  {hit.doc_id}  {where}  {hit.section}")
-        print("   " + " ".join(hit.text.split())[:300])
+        where = f"p. {hit['page']}" if hit["page"] else ""
+        print(f"{rank}. {hit['score']:.3f}  {hit['doc_id']}  {where}  {hit['section']}")
+        print("   " + " ".join(hit["text"].split())[:300])
     return 0
 
 

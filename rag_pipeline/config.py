@@ -1,8 +1,9 @@
 """All configuration in one typed object.
 
 Precedence, highest first: values passed in code (CLI flags), environment variables
-(``RAG_PIPELINE_*``, nested with ``__``, e.g. ``RAG_PIPELINE_CHUNKING__MAX_TOKENS=200``; the
-Qdrant server also reads ``QDRANT_URL`` / ``QDRANT_API_KEY``), ``<home>/settings.json``, defaults.
+(``RAG_PIPELINE_*``, nested with ``__``, e.g. ``RAG_PIPELINE_CHUNKING__MAX_TOKENS=200``; also
+``QDRANT_URL`` / ``QDRANT_API_KEY`` and ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``),
+``<home>/settings.json``, defaults.
 ``<home>/settings.json`` is where the CLI remembers the watched folders; users may add any other
 setting there too.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import (
@@ -79,6 +80,11 @@ class EmbeddingSettings(BaseModel):
         None, ge=1, description="ONNX Runtime threads per model (default: cores / copies)."
     )
 
+    @property
+    def sparse_model_id(self) -> str:
+        """The sparse model in use: SPLADE when configured, else BM25."""
+        return self.splade_model or self.sparse_model
+
     def dense_parallelism(self) -> tuple[int, int]:
         """(model copies, ONNX Runtime threads per copy) for the dense model."""
         cores = len(os.sched_getaffinity(0))
@@ -108,6 +114,72 @@ class DagsterSettings(BaseModel):
     )
 
 
+class RetrievalSettings(BaseModel):
+    """How a question finds its passages (query time only: changing these re-indexes nothing)."""
+
+    prefetch: int = Field(
+        60, ge=1, description="Nearest candidates taken from each vector (dense, sparse)."
+    )
+    fusion: Literal["rrf", "dbsf", "minmax"] = Field(
+        "rrf",
+        description="How the dense and sparse rankings merge: reciprocal rank fusion, "
+        "distribution-based score fusion, or a sum of min-max normalised scores.",
+    )
+    rrf_k: float = Field(60.0, gt=0, description="RRF's k: larger flattens the rank weights.")
+    dense_weight: float = Field(1.0, ge=0, description="Weight of the dense ranking in fusion.")
+    sparse_weight: float = Field(1.0, ge=0, description="Weight of the sparse ranking.")
+    rerank_candidates: int = Field(50, ge=1, description="Fused candidates the reranker sees.")
+    top_k: int = Field(8, ge=1, description="Passages an answer is built from.")
+    min_score: float | None = Field(
+        None,
+        description="Passages scoring below this (rerank score, else fused score) are dropped.",
+    )
+
+
+class RerankSettings(BaseModel):
+    model: str | None = Field(
+        None,
+        description="A cross-encoder: a fastembed name (Xenova/ms-marco-MiniLM-L-6-v2), a "
+        "transformers sequence-classification id, or a local folder of either. Unset: the "
+        "fused order stands.",
+    )
+    backend: Literal["auto", "fastembed", "transformers"] = Field(
+        "auto",
+        description="auto: fastembed for its known names and folders holding model.onnx, "
+        "transformers otherwise.",
+    )
+    batch_size: int = Field(16, ge=1)
+
+
+class AnswerSettings(BaseModel):
+    backend: Literal["extractive", "openai", "transformers"] = Field(
+        "extractive",
+        description="extractive: the passages' most relevant sentences, cited, no LLM; "
+        "openai: any OpenAI-compatible chat endpoint; transformers: a local causal LM.",
+    )
+    base_url: str | None = Field(
+        None, description="OpenAI-compatible endpoint, e.g. http://localhost:11434/v1."
+    )
+    api_key: str | None = None
+    model: str | None = Field(
+        None,
+        description="The endpoint's model name, or a transformers model id or local folder.",
+    )
+    gguf_file: str | None = Field(None, description="A GGUF file inside the model folder.")
+    max_new_tokens: int = Field(512, ge=1)
+    temperature: float = Field(0.2, ge=0)
+    extractive_sentences: int = Field(4, ge=1, description="Sentences an extractive answer quotes.")
+    timeout_seconds: float = Field(120.0, gt=0)
+
+
+class ServingSettings(BaseModel):
+    host: str = "127.0.0.1"
+    port: int = Field(7860, ge=1, le=65535)
+    refresh_seconds: float = Field(
+        5.0, gt=0, description="How often the page looks for a newer index."
+    )
+
+
 class Settings(BaseSettings):
     """Everything the pipeline and the CLI can be told."""
 
@@ -126,6 +198,10 @@ class Settings(BaseSettings):
     embedding: EmbeddingSettings = EmbeddingSettings()
     store: StoreSettings = StoreSettings()
     dagster: DagsterSettings = DagsterSettings()
+    retrieval: RetrievalSettings = RetrievalSettings()
+    rerank: RerankSettings = RerankSettings()
+    answer: AnswerSettings = AnswerSettings()
+    serving: ServingSettings = ServingSettings()
 
     @field_validator("home")
     @classmethod
@@ -150,7 +226,7 @@ class Settings(BaseSettings):
         return (
             init_settings,
             env_settings,
-            _QdrantEnvSource(settings_cls),
+            _ConventionalEnvSource(settings_cls),
             JsonConfigSettingsSource(settings_cls, json_file=home / SETTINGS_FILE),
         )
 
@@ -168,19 +244,25 @@ class Settings(BaseSettings):
         return self.model_copy(update={"sources": [Path(s) for s in stored["sources"]]})
 
 
-class _QdrantEnvSource(PydanticBaseSettingsSource):
-    """Qdrant's own ``QDRANT_URL`` / ``QDRANT_API_KEY`` variables, as its tools use them."""
+class _ConventionalEnvSource(PydanticBaseSettingsSource):
+    """The variables other tools use for the same things: Qdrant's and OpenAI clients'."""
+
+    VARIABLES: ClassVar[dict[str, tuple[str, str]]] = {
+        "QDRANT_URL": ("store", "url"),
+        "QDRANT_API_KEY": ("store", "api_key"),
+        "OPENAI_BASE_URL": ("answer", "base_url"),
+        "OPENAI_API_KEY": ("answer", "api_key"),
+    }
 
     def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
         return None, field_name, False
 
     def __call__(self) -> dict[str, Any]:
-        store = {
-            key: os.environ[name]
-            for key, name in (("url", "QDRANT_URL"), ("api_key", "QDRANT_API_KEY"))
-            if os.environ.get(name)
-        }
-        return {"store": store} if store else {}
+        values: dict[str, dict[str, str]] = {}
+        for variable, (section, key) in self.VARIABLES.items():
+            if os.environ.get(variable):
+                values.setdefault(section, {})[key] = os.environ[variable]
+        return values
 
 
 def resolve_home(home: str | Path | None = None) -> Path:

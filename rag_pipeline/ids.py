@@ -56,3 +56,12 @@ def text_hash(text: str) -> str:
 def storage_key(doc_id: str) -> str:
     """File-system-safe name for a document's files under the home folder."""
     return hashlib.sha256(doc_id.encode()).hexdigest()[:24]
+
+
+def parse_chunk_id(chunk_id_: str) -> tuple[str, str, int]:
+    """(doc id, version, index) of a :func:`chunk_id`; ValueError when it is not one."""
+    document, _, rest = chunk_id_.rpartition("@")
+    version, _, index = rest.partition("#")
+    if not document or not version or not index.isdigit():
+        raise ValueError(f"not a chunk id: {chunk_id_!r}")
+    return document, version, int(index)

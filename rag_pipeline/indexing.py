@@ -389,19 +389,7 @@ class Indexer:
             sha256=file.sha256,
             mtime=file.mtime_ns / 1e9,
         )
-        hashes = [row["text_hash"] for row in rows]
-        dense = self.cache.get_many(self.dense.model_id, hashes)
-        sparse = self.cache.get_many(self.sparse.model_id, hashes)
-        points: list[IndexPoint] = []
-        for row in rows:
-            text_hash = row["text_hash"]
-            if text_hash in dense and text_hash in sparse:
-                vector = SparseVector.from_bytes(sparse[text_hash])
-                dense_vector = np.frombuffer(dense[text_hash], dtype=np.float32)
-                points.append(
-                    chunk_point(row, facts, dense_vector, (vector.indices, vector.values))
-                )
-        return points
+        return points_from_cache(rows, facts, self.cache, self.dense.model_id, self.sparse.model_id)
 
     # -- checks --------------------------------------------------------------------------------
 
@@ -466,3 +454,27 @@ class Indexer:
             elif record.state == "failed" and not record.error:
                 failures[doc_id] = "failed without a reason"
         return CheckOutcome(not failures, failures, {})
+
+
+def points_from_cache(
+    rows: list[dict[str, Any]],
+    facts: DocumentFacts,
+    cache: EmbeddingCache,
+    dense_model: str,
+    sparse_model: str,
+) -> list[IndexPoint]:
+    """A document's chunk rows as points, their vectors read from the embedding cache.
+
+    Chunks whose vectors are not cached are left out (the caller compares the counts).
+    """
+    hashes = [row["text_hash"] for row in rows]
+    dense = cache.get_many(dense_model, hashes)
+    sparse = cache.get_many(sparse_model, hashes)
+    points: list[IndexPoint] = []
+    for row in rows:
+        text_hash = row["text_hash"]
+        if text_hash in dense and text_hash in sparse:
+            vector = SparseVector.from_bytes(sparse[text_hash])
+            dense_vector = np.frombuffer(dense[text_hash], dtype=np.float32)
+            points.append(chunk_point(row, facts, dense_vector, (vector.indices, vector.values)))
+    return points

@@ -79,7 +79,7 @@ def pipeline_version(settings: Settings, file_type: str) -> str:
             "parser": PARSER_VERSIONS[file_type],
             "chunking": settings.chunking.model_dump(),
             "dense": settings.embedding.dense_model,
-            "sparse": settings.embedding.splade_model or settings.embedding.sparse_model,
+            "sparse": settings.embedding.sparse_model_id,
             "schema": SCHEMA_VERSION,
         }
     )

@@ -20,6 +20,8 @@ def offline_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         if name.startswith("RAG_PIPELINE_") or name in (
             "QDRANT_URL",
             "QDRANT_API_KEY",
+            "OPENAI_BASE_URL",
+            "OPENAI_API_KEY",
             "DAGSTER_HOME",
         ):
             monkeypatch.delenv(name)

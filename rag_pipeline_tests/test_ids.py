@@ -16,3 +16,8 @@ def test_version_changes_with_content_or_pipeline() -> None:
     assert base == ids.document_version("abc", "p1")
     assert base != ids.document_version("abd", "p1")
     assert base != ids.document_version("abc", "p2")
+
+
+def test_a_chunk_id_parses_back_even_when_the_path_holds_at_signs() -> None:
+    chunk = ids.chunk_id("docs/me@home/notes#1.md", "v9", 12)
+    assert ids.parse_chunk_id(chunk) == ("docs/me@home/notes#1.md", "v9", 12)

@@ -1,75 +1,218 @@
-"""Hybrid retrieval over the collection the pipeline writes: dense + sparse, fused by rank."""
+"""Hybrid retrieval: dense and sparse nearest neighbours, fused, reranked, thresholded.
+
+One Qdrant search returns the nearest points by each vector (``VectorStore.nearest``); they are
+fused here rather than inside Qdrant so that every fusion method (RRF, DBSF, min-max sums, with
+weights) works the same on both backends, and so that a trace keeps each ranking. The numbers
+(candidates per vector, fusion, rerank depth, passages kept, score threshold) are settings.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+import statistics
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
-from rag_pipeline.config import Settings
+import numpy as np
+
+from rag_pipeline.config import RetrievalSettings, Settings
 from rag_pipeline.embedding import DenseEncoder, SparseEncoder
-from rag_pipeline.store import open_vector_store
-from rag_pipeline.store.schema import QueryFilter
+from rag_pipeline.store.schema import Hit, NearestHits, QueryFilter
 
-PREFETCH_LIMIT = 60
-
-
-@dataclass(frozen=True, slots=True)
-class SearchHit:
-    doc_id: str
-    chunk_id: str
-    file_path: str
-    page: int | None
-    bbox: list[float] | None
-    section: str
-    text: str
-    score: float
-    modality: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+if TYPE_CHECKING:
+    from serving.rerank import Reranker
 
 
 class QueryError(ValueError):
     """A query that cannot be run; the message says why."""
 
 
+class Searchable(Protocol):
+    def nearest(
+        self,
+        dense: np.ndarray,
+        sparse: tuple[np.ndarray, np.ndarray],
+        *,
+        limit: int,
+        query_filter: QueryFilter | None = None,
+    ) -> NearestHits: ...
+
+
+@dataclass(slots=True)
+class Candidate:
+    """A point found by the dense or the sparse search (or both), with its fused score."""
+
+    point_id: str
+    payload: dict[str, Any]
+    dense_rank: int | None = None  # 1-based
+    dense_score: float | None = None
+    sparse_rank: int | None = None
+    sparse_score: float | None = None
+    fused_score: float = 0.0
+    rerank_score: float | None = None
+
+    @property
+    def score(self) -> float:
+        """The score that orders the final passages: the reranker's, else the fused one."""
+        return self.rerank_score if self.rerank_score is not None else self.fused_score
+
+    @property
+    def text(self) -> str:
+        return self.payload.get("text", "")
+
+    def as_hit(self) -> dict[str, Any]:
+        """What ``rag-pipeline query --json`` prints per hit."""
+        payload = self.payload
+        return {
+            "doc_id": payload.get("doc_id", ""),
+            "chunk_id": payload.get("chunk_id", ""),
+            "file_path": payload.get("file_path", ""),
+            "page": payload.get("page"),
+            "bbox": payload.get("bbox"),
+            "section": payload.get("section", ""),
+            "text": self.text,
+            "score": self.score,
+            "modality": payload.get("modality", "text"),
+        }
+
+
+@dataclass(slots=True)
+class Retrieval:
+    query: str
+    query_filter: QueryFilter
+    candidates: list[Candidate]  # every fused candidate, best first
+    passages: list[Candidate]  # what an answer is built from: reranked, cut, thresholded
+    reranker: str | None  # the reranker's name, or None when the fused order stands
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+def fuse(nearest: NearestHits, settings: RetrievalSettings) -> list[Candidate]:
+    """Merge the dense and sparse rankings into one, best first."""
+    candidates: dict[str, Candidate] = {}
+    for kind, hits in (("dense", nearest.dense), ("sparse", nearest.sparse)):
+        for rank, hit in enumerate(hits, 1):
+            candidate = candidates.setdefault(hit.point_id, Candidate(hit.point_id, hit.payload))
+            setattr(candidate, f"{kind}_rank", rank)
+            setattr(candidate, f"{kind}_score", hit.score)
+    weights = {"dense": settings.dense_weight, "sparse": settings.sparse_weight}
+    for kind, hits in (("dense", nearest.dense), ("sparse", nearest.sparse)):
+        contribution = _contributions(hits, settings)
+        for hit in hits:
+            candidates[hit.point_id].fused_score += weights[kind] * contribution[hit.point_id]
+    return sorted(
+        candidates.values(),
+        key=lambda c: (-c.fused_score, c.dense_rank or 1 << 30, c.sparse_rank or 1 << 30),
+    )
+
+
+def _contributions(hits: list[Hit], settings: RetrievalSettings) -> dict[str, float]:
+    """Each hit's share of the fused score, from its rank or its normalised score."""
+    if settings.fusion == "rrf":
+        return {hit.point_id: 1.0 / (settings.rrf_k + rank) for rank, hit in enumerate(hits, 1)}
+    scores = [hit.score for hit in hits]
+    if not scores:
+        return {}
+    if settings.fusion == "minmax":
+        low, high, flat = min(scores), max(scores), 1.0
+    else:  # dbsf as Qdrant computes it: mean ± 3 sample standard deviations span [0, 1]
+        mean = statistics.fmean(scores)
+        spread = statistics.stdev(scores) if len(scores) > 1 else 0.0
+        low, high, flat = mean - 3 * spread, mean + 3 * spread, 0.5
+    width = high - low
+    return {
+        hit.point_id: flat if width <= 0 else min(max((hit.score - low) / width, 0.0), 1.0)
+        for hit in hits
+    }
+
+
+class Retriever:
+    """Embeds a query, searches, fuses and reranks; models are loaded once and reused."""
+
+    def __init__(
+        self, settings: Settings, store: Searchable, reranker: Reranker | None = None
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.reranker = reranker
+        self.dense = DenseEncoder(settings.embedding, settings.home)
+        self.sparse = SparseEncoder(settings.embedding, settings.home)
+
+    def retrieve(
+        self,
+        query: str,
+        query_filter: QueryFilter | None = None,
+        *,
+        top_k: int | None = None,
+    ) -> Retrieval:
+        text = " ".join(query.split())
+        if not text:
+            raise QueryError("the query is empty")
+        config = self.settings.retrieval
+        keep = config.top_k if top_k is None else top_k
+        if keep < 1:
+            raise QueryError("top-k must be at least 1")
+        query_filter = query_filter or QueryFilter()
+        timings: dict[str, float] = {}
+        with _timed(timings, "embed"):
+            dense = self.dense.embed_query(text)
+            sparse = self.sparse.embed_query(text)
+        with _timed(timings, "search"):
+            nearest = self.store.nearest(
+                dense,
+                (sparse.indices, sparse.values),
+                limit=max(config.prefetch, keep),
+                query_filter=query_filter,
+            )
+        with _timed(timings, "fuse"):
+            candidates = fuse(nearest, config)
+        pool = candidates[: max(config.rerank_candidates, keep)]
+        if self.reranker is not None and pool:
+            with _timed(timings, "rerank"):
+                scores = self.reranker.score(text, [candidate.text for candidate in pool])
+                for candidate, score in zip(pool, scores, strict=True):
+                    candidate.rerank_score = float(score)
+                pool = sorted(pool, key=lambda candidate: -candidate.score)
+        passages = [
+            candidate
+            for candidate in pool[:keep]
+            if config.min_score is None or candidate.score >= config.min_score
+        ]
+        return Retrieval(
+            query=text,
+            query_filter=query_filter,
+            candidates=candidates,
+            passages=passages,
+            reranker=self.reranker.name if self.reranker else None,
+            timings_ms=timings,
+        )
+
+
+@contextmanager
+def _timed(timings: dict[str, float], stage: str) -> Iterator[None]:
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[stage] = round((time.perf_counter() - started) * 1000, 3)
+
+
 def search(
     settings: Settings,
     query: str,
     *,
-    top_k: int = 10,
+    top_k: int | None = None,
     query_filter: QueryFilter | None = None,
     wait_seconds: float = 30.0,
-) -> list[SearchHit]:
-    text = " ".join(query.split())
-    if not text:
-        raise QueryError("the query is empty")
-    if top_k < 1:
-        raise QueryError("top-k must be at least 1")
-    dense = DenseEncoder(settings.embedding, settings.home).embed_query(text)
-    sparse = SparseEncoder(settings.embedding, settings.home).embed_query(text)
+) -> Retrieval:
+    """One retrieval against the index itself (the CLI's ``query``), store opened and closed."""
+    from rag_pipeline.store import open_vector_store
+    from serving.rerank import load_reranker
+
+    reranker = load_reranker(settings)
     store = open_vector_store(settings, wait_seconds=wait_seconds)
     try:
-        hits = store.query(
-            dense,
-            (sparse.indices, sparse.values),
-            limit=top_k,
-            prefetch_limit=max(PREFETCH_LIMIT, top_k),
-            query_filter=query_filter,
-        )
+        return Retriever(settings, store, reranker).retrieve(query, query_filter, top_k=top_k)
     finally:
         store.close()
-    return [
-        SearchHit(
-            doc_id=hit.payload.get("doc_id", ""),
-            chunk_id=hit.payload.get("chunk_id", ""),
-            file_path=hit.payload.get("file_path", ""),
-            page=hit.payload.get("page"),
-            bbox=hit.payload.get("bbox"),
-            section=hit.payload.get("section", ""),
-            text=hit.payload.get("text", ""),
-            score=hit.score,
-            modality=hit.payload.get("modality", "text"),
-        )
-        for hit in hits
-    ]

@@ -54,7 +54,7 @@ def segment_cjk(text: str) -> str:
 
 class SparseEncoder:
     def __init__(self, settings: EmbeddingSettings, home: Path) -> None:
-        self.model_id = settings.splade_model or settings.sparse_model
+        self.model_id = settings.sparse_model_id
         self._is_bm25 = settings.splade_model is None
         self._settings = settings
         self._home = home

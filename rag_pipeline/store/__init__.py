@@ -8,7 +8,7 @@ from typing import Protocol
 import numpy as np
 
 from rag_pipeline.config import Settings
-from rag_pipeline.store.schema import Hit, IndexPoint, QueryFilter
+from rag_pipeline.store.schema import IndexPoint, NearestHits, QueryFilter
 
 
 class StoreError(Exception):
@@ -36,16 +36,19 @@ class VectorStore(Protocol):
     def dense_size(self) -> int | None:
         """The size of the dense text vectors, or None when there is no collection yet."""
 
-    def query(
+    def nearest(
         self,
         dense: np.ndarray,
         sparse: tuple[np.ndarray, np.ndarray],
         *,
         limit: int,
-        prefetch_limit: int,
         query_filter: QueryFilter | None = None,
-    ) -> list[Hit]:
-        """Hybrid search: dense and sparse candidates fused with reciprocal rank fusion."""
+    ) -> NearestHits:
+        """The ``limit`` nearest points by the dense and by the sparse vector, in one search.
+
+        Fusion happens in ``serving.retrieval``, where each ranking is also kept for traces and
+        evaluation.
+        """
 
     def close(self) -> None: ...
 

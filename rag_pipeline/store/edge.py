@@ -20,9 +20,11 @@ from rag_pipeline.store import StoreBusyError, StoreError
 from rag_pipeline.store.schema import (
     DENSE_VECTOR,
     INDEXED_FIELDS,
+    RANGE_FIELDS,
     SPARSE_VECTOR,
     Hit,
     IndexPoint,
+    NearestHits,
     QueryFilter,
 )
 
@@ -87,6 +89,8 @@ class EdgeStore:
         self._shard = EdgeShard.create(str(self.path), config)
         for field in INDEXED_FIELDS:
             self._shard.update(UpdateOperation.create_field_index(field, PayloadSchemaType.Keyword))
+        for field in RANGE_FIELDS:
+            self._shard.update(UpdateOperation.create_field_index(field, PayloadSchemaType.Float))
 
     @property
     def shard(self) -> EdgeShard:
@@ -153,44 +157,36 @@ class EdgeStore:
             if offset is None:
                 return owners
 
-    def query(
+    def nearest(
         self,
         dense: np.ndarray,
         sparse: tuple[np.ndarray, np.ndarray],
         *,
         limit: int,
-        prefetch_limit: int,
         query_filter: QueryFilter | None = None,
-    ) -> list[Hit]:
-        from qdrant_edge import Fusion, Prefetch, Query, QueryRequest, SparseVector
+    ) -> NearestHits:
+        from qdrant_edge import Query, QueryBatchRequest, QueryRequest, SparseVector
 
         if self._shard is None:
-            return []
+            return NearestHits([], [])
         selection = _edge_filter(query_filter)
         indices, values = sparse
-        request = QueryRequest(
-            prefetches=[
-                Prefetch(
-                    query=Query.Nearest(dense.tolist(), using=DENSE_VECTOR),
-                    limit=prefetch_limit,
-                    filter=selection,
-                ),
-                Prefetch(
-                    query=Query.Nearest(
-                        SparseVector(indices.tolist(), values.tolist()), using=SPARSE_VECTOR
-                    ),
-                    limit=prefetch_limit,
-                    filter=selection,
-                ),
-            ],
-            query=Fusion.Rrf(k=60),
-            limit=limit,
-            with_payload=True,
-        )
-        return [
-            Hit(str(point.id), point.score, point.payload or {})
-            for point in self._shard.query(request)
+        searches = [
+            Query.Nearest(dense.tolist(), using=DENSE_VECTOR),
+            Query.Nearest(SparseVector(indices.tolist(), values.tolist()), using=SPARSE_VECTOR),
         ]
+        dense_hits, sparse_hits = self._shard.query_batch(
+            QueryBatchRequest(
+                [
+                    QueryRequest(limit=limit, query=search, filter=selection, with_payload=True)
+                    for search in searches
+                ]
+            )
+        )
+        return NearestHits(
+            [Hit(str(point.id), point.score, point.payload or {}) for point in dense_hits],
+            [Hit(str(point.id), point.score, point.payload or {}) for point in sparse_hits],
+        )
 
     def close(self) -> None:
         if self._shard is not None:
@@ -209,13 +205,14 @@ def _vectors(point: IndexPoint, sparse_type: type) -> dict[str, Any]:
 
 
 def _edge_filter(query_filter: QueryFilter | None) -> Filter | None:
-    from qdrant_edge import FieldCondition, Filter, MatchAny
+    from qdrant_edge import FieldCondition, Filter, MatchAny, RangeFloat
 
-    if query_filter is None or not query_filter.conditions():
+    if query_filter is None or query_filter.is_empty():
         return None
-    return Filter(
-        must=[
-            FieldCondition(key, match=MatchAny(list(values)))
-            for key, values in query_filter.conditions().items()
-        ]
-    )
+    must = [
+        FieldCondition(key, match=MatchAny(list(values)))
+        for key, values in query_filter.conditions().items()
+    ]
+    if (dates := query_filter.mtime_range()) is not None:
+        must.append(FieldCondition("mtime", range=RangeFloat(gte=dates[0], lte=dates[1])))
+    return Filter(must=must)

@@ -17,8 +17,9 @@ DENSE_VECTOR = "text_dense"  # cosine
 SPARSE_VECTOR = "text_sparse"  # IDF modifier: Qdrant turns term weights into BM25 scores
 IMAGE_VECTOR = "image"  # added by the image pipeline to the same collection
 
-# Payload fields with a keyword index (filters on them are fast).
+# Payload fields with a keyword index, and with a float index (filters on them are fast).
 INDEXED_FIELDS = ("doc_id", "modality", "lang", "version", "file_type")
+RANGE_FIELDS = ("mtime",)
 
 MODALITY_TEXT = "text"
 
@@ -38,6 +39,14 @@ class Hit:
     payload: dict[str, Any]
 
 
+@dataclass(slots=True)
+class NearestHits:
+    """The nearest points by each text vector, best first, as one search returns them."""
+
+    dense: list[Hit]
+    sparse: list[Hit]
+
+
 @dataclass(frozen=True, slots=True)
 class QueryFilter:
     """Restrictions on a search; every field left empty means no restriction."""
@@ -46,6 +55,8 @@ class QueryFilter:
     langs: tuple[str, ...] = ()
     modalities: tuple[str, ...] = ()
     file_types: tuple[str, ...] = ()
+    modified_after: float | None = None  # file modification time, seconds since the epoch
+    modified_before: float | None = None
 
     def conditions(self) -> dict[str, tuple[str, ...]]:
         """payload field → accepted values, for the fields that restrict."""
@@ -56,6 +67,24 @@ class QueryFilter:
             "file_type": self.file_types,
         }
         return {key: values for key, values in wanted.items() if values}
+
+    def mtime_range(self) -> tuple[float | None, float | None] | None:
+        """(from, to) on the ``mtime`` payload field, or None when dates do not restrict."""
+        if self.modified_after is None and self.modified_before is None:
+            return None
+        return self.modified_after, self.modified_before
+
+    def is_empty(self) -> bool:
+        return not self.conditions() and self.mtime_range() is None
+
+    def describe(self) -> dict[str, Any]:
+        """The restrictions in force, for traces and for telling the user what was searched."""
+        described: dict[str, Any] = dict(self.conditions())
+        if self.modified_after is not None:
+            described["modified_after"] = self.modified_after
+        if self.modified_before is not None:
+            described["modified_before"] = self.modified_before
+        return described
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,9 +16,11 @@ from rag_pipeline.store import StoreError
 from rag_pipeline.store.schema import (
     DENSE_VECTOR,
     INDEXED_FIELDS,
+    RANGE_FIELDS,
     SPARSE_VECTOR,
     Hit,
     IndexPoint,
+    NearestHits,
     QueryFilter,
 )
 
@@ -71,6 +73,10 @@ class QdrantServerStore:
         for field in INDEXED_FIELDS:
             self.client.create_payload_index(
                 self.collection, field, field_schema=models.PayloadSchemaType.KEYWORD
+            )
+        for field in RANGE_FIELDS:
+            self.client.create_payload_index(
+                self.collection, field, field_schema=models.PayloadSchemaType.FLOAT
             )
 
     def dense_size(self) -> int | None:
@@ -137,39 +143,37 @@ class QdrantServerStore:
             if offset is None:
                 return owners
 
-    def query(
+    def nearest(
         self,
         dense: np.ndarray,
         sparse: tuple[np.ndarray, np.ndarray],
         *,
         limit: int,
-        prefetch_limit: int,
         query_filter: QueryFilter | None = None,
-    ) -> list[Hit]:
+    ) -> NearestHits:
         from qdrant_client import models
 
         if not self._exists():
-            return []
+            return NearestHits([], [])
         selection = _filter(query_filter)
         indices, values = sparse
-        response = self.client.query_points(
+        searches = [
+            (dense.tolist(), DENSE_VECTOR),
+            (models.SparseVector(indices=indices.tolist(), values=values.tolist()), SPARSE_VECTOR),
+        ]
+        dense_hits, sparse_hits = self.client.query_batch_points(
             self.collection,
-            prefetch=[
-                models.Prefetch(
-                    query=dense.tolist(), using=DENSE_VECTOR, limit=prefetch_limit, filter=selection
-                ),
-                models.Prefetch(
-                    query=models.SparseVector(indices=indices.tolist(), values=values.tolist()),
-                    using=SPARSE_VECTOR,
-                    limit=prefetch_limit,
-                    filter=selection,
-                ),
+            [
+                models.QueryRequest(
+                    query=query, using=using, limit=limit, filter=selection, with_payload=True
+                )
+                for query, using in searches
             ],
-            query=models.FusionQuery(fusion=models.Fusion.RRF),
-            limit=limit,
-            with_payload=True,
         )
-        return [Hit(str(point.id), point.score, point.payload or {}) for point in response.points]
+        return NearestHits(
+            [Hit(str(point.id), point.score, point.payload or {}) for point in dense_hits.points],
+            [Hit(str(point.id), point.score, point.payload or {}) for point in sparse_hits.points],
+        )
 
     def close(self) -> None:
         self.client.close()
@@ -192,11 +196,14 @@ def _vectors(point: IndexPoint) -> dict[str, object]:
 def _filter(query_filter: QueryFilter | None) -> models.Filter | None:
     from qdrant_client import models
 
-    if query_filter is None or not query_filter.conditions():
+    if query_filter is None or query_filter.is_empty():
         return None
-    return models.Filter(
-        must=[
-            models.FieldCondition(key=key, match=models.MatchAny(any=list(values)))
-            for key, values in query_filter.conditions().items()
-        ]
-    )
+    must: list[models.Condition] = [
+        models.FieldCondition(key=key, match=models.MatchAny(any=list(values)))
+        for key, values in query_filter.conditions().items()
+    ]
+    if (dates := query_filter.mtime_range()) is not None:
+        must.append(
+            models.FieldCondition(key="mtime", range=models.Range(gte=dates[0], lte=dates[1]))
+        )
+    return models.Filter(must=must)

@@ -43,13 +43,15 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStor
     opened.close()
 
 
-def test_hybrid_query_finds_a_point_by_its_dense_and_sparse_vectors(store: VectorStore) -> None:
+def test_one_search_returns_the_nearest_points_by_each_vector(store: VectorStore) -> None:
     points = [_point("a", "v1", i, seed=i + 1) for i in range(5)]
     store.upsert(points)
     target = points[3]
-    hits = store.query(target.dense, target.sparse, limit=3, prefetch_limit=10)
-    assert hits[0].point_id == target.point_id
-    assert hits[0].payload["chunk_id"] == "a#3"
+    nearest = store.nearest(target.dense, target.sparse, limit=3)
+    assert nearest.dense[0].point_id == target.point_id
+    assert nearest.sparse[0].point_id == target.point_id
+    assert nearest.dense[0].payload["chunk_id"] == "a#3"
+    assert len(nearest.dense) == 3 and nearest.dense[0].score >= nearest.dense[1].score
 
 
 def test_delete_keeps_only_the_named_version(store: VectorStore) -> None:
@@ -76,16 +78,19 @@ def test_upserting_the_same_points_twice_creates_no_duplicates(store: VectorStor
 
 
 def test_filters_restrict_the_search(store: VectorStore) -> None:
-    store.upsert([_point("a", "v1", 0, 1, lang="en"), _point("b", "v1", 0, 2, lang="zh")])
+    old, new = _point("a", "v1", 0, 1, lang="en"), _point("b", "v1", 0, 2, lang="zh")
+    old.payload["mtime"], new.payload["mtime"] = 1_000.0, 2_000.0
+    store.upsert([old, new])
     query = _point("x", "v", 0, 1)
-    hits = store.query(
-        query.dense,
-        query.sparse,
-        limit=5,
-        prefetch_limit=5,
-        query_filter=QueryFilter(langs=("zh",)),
-    )
-    assert [hit.payload["doc_id"] for hit in hits] == ["b"]
+
+    def found(query_filter: QueryFilter) -> set[str]:
+        nearest = store.nearest(query.dense, query.sparse, limit=5, query_filter=query_filter)
+        return {hit.payload["doc_id"] for hit in nearest.dense + nearest.sparse}
+
+    assert found(QueryFilter(langs=("zh",))) == {"b"}
+    assert found(QueryFilter(doc_ids=("a", "b"), modalities=("text",))) == {"a", "b"}
+    assert found(QueryFilter(modified_after=1_500.0)) == {"b"}
+    assert found(QueryFilter(modified_before=1_500.0)) == {"a"}
 
 
 def test_vector_size_is_reported(store: VectorStore) -> None:

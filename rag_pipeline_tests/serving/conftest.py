@@ -1,0 +1,42 @@
+"""An indexed home the serving tests share: indexed once per module by the real pipeline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rag_pipeline.cli import main
+from rag_pipeline.config import Settings, load_settings
+from rag_pipeline_tests.documents import two_column_pdf
+
+GUIDE = """# Field guide
+
+## Herons
+
+Herons stand still in shallow water. They strike fish with their long bills.
+
+## Owls
+
+Owls hunt at night. Their soft feathers make their flight almost silent.
+"""
+CHINESE = (
+    "长江是中国最长的河流，全长约六千三百公里。三峡大坝位于湖北省宜昌市，是世界上最大的水电站。"
+)
+
+
+def write_corpus(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    two_column_pdf(folder / "report.pdf")
+    (folder / "guide.md").write_text(GUIDE, encoding="utf-8")
+    (folder / "rivers.txt").write_text(CHINESE, encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    """Settings of a home holding the indexed corpus (read-only for the tests that use it)."""
+    root = tmp_path_factory.mktemp("served")
+    source = write_corpus(root / "docs")
+    assert main(["index", "--home", str(root / "home"), "--source", str(source)]) == 0
+    return load_settings(root / "home")

@@ -1,0 +1,117 @@
+"""Answers cite numbered passages; markers pointing nowhere are dropped; no evidence is said."""
+
+from collections.abc import Iterator, Sequence
+
+from rag_pipeline.config import Settings
+from rag_pipeline.store.schema import QueryFilter
+from serving.answer import (
+    Answer,
+    CitationFilter,
+    ExtractiveAnswerer,
+    Message,
+    answer,
+    build_messages,
+)
+from serving.retrieval import Candidate, Retrieval
+
+
+def _passage(text: str, **payload: object) -> Candidate:
+    return Candidate(point_id=text[:8], payload={"text": text, **payload}, fused_score=0.5)
+
+
+def _retrieval(*passages: Candidate, query: str = "q") -> Retrieval:
+    return Retrieval(
+        query=query,
+        query_filter=QueryFilter(langs=("en",)),
+        candidates=list(passages),
+        passages=list(passages),
+        reranker=None,
+    )
+
+
+def test_markers_to_missing_passages_are_dropped_and_cited_ones_recorded() -> None:
+    citations = CitationFilter(passages=3)
+    text = citations.feed("Owls hunt at night [2]. Herons wade [7]. Both [1, 3, 9].")
+    assert text == "Owls hunt at night [2]. Herons wade . Both [1][3]."
+    assert citations.cited == [2, 1, 3]
+
+
+def test_a_marker_split_across_streamed_pieces_is_judged_whole() -> None:
+    citations = CitationFilter(passages=2)
+    pieces = ["Owls hunt [", "1", "] and [", "12] more [x] text"]
+    text = "".join(citations.feed(piece) for piece in pieces) + citations.flush()
+    assert text == "Owls hunt [1] and  more [x] text"
+    assert citations.cited == [1]
+
+
+class _Scripted:
+    name = "scripted"
+
+    def __init__(self, *pieces: str) -> None:
+        self.pieces = pieces
+
+    def write(
+        self, question: str, history: Sequence[Message], passages: Sequence[Candidate]
+    ) -> Iterator[str]:
+        yield from self.pieces
+
+
+def test_the_answer_streams_and_its_last_state_is_final() -> None:
+    retrieval = _retrieval(_passage("Owls hunt at night."), _passage("Herons wade."))
+    states = [
+        (state.text, list(state.cited))
+        for state in answer(_Scripted("Owls hunt", " at night [1", "][5]."), "q", [], retrieval)
+    ]
+    assert states[-1] == ("Owls hunt at night [1].", [1])
+    assert len(states) >= 3  # streamed, not all at once
+
+
+def test_with_no_passages_the_answer_says_so_and_shows_the_query_and_filters() -> None:
+    final = list(answer(_Scripted("never used"), "Where is Atlantis?", [], _retrieval()))[-1]
+    assert not final.supported
+    assert "found nothing" in final.text and "“q”" in final.text and '"lang": ["en"]' in final.text
+
+
+def test_a_chinese_question_gets_a_chinese_answer_frame() -> None:
+    final = list(answer(_Scripted(), "三峡大坝在哪里？", [], _retrieval()))[-1]
+    assert "没有找到" in final.text
+
+
+def test_the_extractive_answer_quotes_the_matching_sentences_with_citations(
+    indexed: Settings,
+) -> None:
+    passages = [
+        _passage("Kingfishers dive from a perch. They nest in river banks."),
+        _passage("Owls hunt at night. Their soft feathers make their flight almost silent."),
+    ]
+    final: Answer = list(
+        answer(ExtractiveAnswerer(indexed), "When do owls hunt?", [], _retrieval(*passages))
+    )[-1]
+    assert "Owls hunt at night. [2]" in final.text
+    assert "Kingfishers" not in final.text
+    assert final.cited == [2]
+
+
+def test_the_extractive_answer_finds_chinese_words_inside_unspaced_sentences(
+    indexed: Settings,
+) -> None:
+    passages = [_passage("长江是中国最长的河流。三峡大坝位于湖北省宜昌市。")]
+    final = list(answer(ExtractiveAnswerer(indexed), "三峡大坝在哪里", [], _retrieval(*passages)))[
+        -1
+    ]
+    assert final.text.startswith("根据文档")
+    assert "三峡大坝位于湖北省宜昌市。 [1]" in final.text
+
+
+def test_llm_prompts_number_the_passages_and_carry_the_conversation() -> None:
+    messages = build_messages(
+        "And at night?",
+        [
+            {"role": "user", "content": "Do owls hunt?"},
+            {"role": "assistant", "content": "Yes [1]."},
+        ],
+        [_passage("Owls hunt at night.", file_path="/d/guide.md", page=2, section="Owls")],
+    )
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+    assert "[1] (guide.md, page 2, Owls)\nOwls hunt at night." in messages[-1]["content"]
+    assert "Answer in English" in messages[0]["content"]

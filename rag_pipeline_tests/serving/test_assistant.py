@@ -1,0 +1,65 @@
+"""The service behind the page: retrieval, cited answers, conversations, traces, search API."""
+
+from collections.abc import Iterator
+
+import pytest
+
+from rag_pipeline.config import Settings
+from rag_pipeline.store.schema import QueryFilter
+from serving.assistant import Assistant
+
+
+@pytest.fixture(scope="module")
+def assistant(indexed: Settings) -> Iterator[Assistant]:
+    served = Assistant(indexed)
+    yield served
+    served.close()
+
+
+def test_a_question_gets_a_cited_answer_and_the_conversation_is_kept(
+    assistant: Assistant,
+) -> None:
+    conversation, final = list(assistant.ask("When do owls hunt?"))[-1]
+    assert "Owls hunt at night" in final.text and "[" in final.text
+    cited = final.passages[final.cited[0] - 1].payload
+    assert cited["doc_id"] == "docs/guide.md"
+    messages = assistant.history.messages(conversation)
+    assert [m.role for m in messages] == ["user", "assistant"]
+    assert messages[1].sources[0]["doc_id"] == "docs/guide.md"
+    assert messages[1].sources[0]["file_name"] == "guide.md"
+    assert any(c.id == conversation for c in assistant.history.conversations())
+
+
+def test_a_follow_up_searches_with_the_previous_question(assistant: Assistant) -> None:
+    conversation, _ = list(assistant.ask("Tell me about herons"))[-1]
+    _, final = list(assistant.ask("What do they strike?", conversation))[-1]
+    assert "strike fish" in final.text
+    assert assistant.history.traces(1)[0]["query"] == "Tell me about herons What do they strike?"
+
+
+def test_every_query_leaves_a_trace_with_each_stage(assistant: Assistant) -> None:
+    assistant.search("hybrid search product codes", QueryFilter(file_types=("pdf",)))
+    trace = assistant.history.traces(1)[0]
+    assert trace["query"] == "hybrid search product codes"
+    assert trace["filters"] == {"file_type": ["pdf"]}
+    assert {"embed", "search", "fuse"} <= trace["timings_ms"].keys()
+    first = trace["candidates"][0]
+    assert {"dense_rank", "sparse_rank", "fused_score", "rerank_score"} <= first.keys()
+    assert trace["chosen"] and all(
+        chunk.startswith("docs/report.pdf@") for chunk in trace["chosen"]
+    )
+
+
+def test_filters_keep_other_documents_out(assistant: Assistant) -> None:
+    retrieval = assistant.search("rivers", QueryFilter(langs=("zh",)))
+    assert {p.payload["doc_id"] for p in retrieval.passages} == {"docs/rivers.txt"}
+
+
+def test_the_search_api_groups_passages_by_document(assistant: Assistant) -> None:
+    documents = assistant.search_documents("三峡大坝在哪里", k=3)
+    first = documents[0]
+    assert first["id"] == "docs/rivers.txt" and first["title"] == "rivers"
+    assert first["url"].startswith("file://") and first["url"].endswith("rivers.txt")
+    assert "宜昌" in first["chunks"][0]["content"] and first["chunks"][0]["similarity"] > 0
+    assert first["extra"]["source"]["doc_id"] == "docs/rivers.txt"
+    assert len({document["id"] for document in documents}) == len(documents)

@@ -1,0 +1,60 @@
+"""Fusion of the dense and sparse rankings, by hand-computed cases."""
+
+import pytest
+
+from rag_pipeline.config import RetrievalSettings
+from rag_pipeline.store.schema import Hit, NearestHits
+from serving.retrieval import fuse
+
+
+def _hits(*scored: tuple[str, float]) -> list[Hit]:
+    return [Hit(point_id, score, {"text": point_id}) for point_id, score in scored]
+
+
+NEAREST = NearestHits(
+    dense=_hits(("a", 0.9), ("b", 0.8), ("c", 0.1)),
+    sparse=_hits(("c", 12.0), ("a", 6.0), ("d", 3.0)),
+)
+
+
+def test_rrf_sums_reciprocal_ranks() -> None:
+    fused = fuse(NEAREST, RetrievalSettings(fusion="rrf", rrf_k=1))
+    scores = {candidate.point_id: candidate.fused_score for candidate in fused}
+    assert scores == pytest.approx({"a": 1 / 2 + 1 / 3, "c": 1 / 4 + 1 / 2, "b": 1 / 3, "d": 1 / 4})
+    assert [candidate.point_id for candidate in fused] == ["a", "c", "b", "d"]
+    first = fused[0]
+    assert (first.dense_rank, first.sparse_rank, first.dense_score) == (1, 2, 0.9)
+
+
+def test_weights_scale_each_ranking() -> None:
+    fused = fuse(NEAREST, RetrievalSettings(fusion="rrf", rrf_k=1, dense_weight=0.0))
+    assert [candidate.point_id for candidate in fused][:2] == ["c", "a"]
+    assert fused[-1].fused_score == 0.0  # b: found by dense only
+
+
+def test_minmax_normalises_each_ranking_to_zero_one() -> None:
+    fused = fuse(NEAREST, RetrievalSettings(fusion="minmax"))
+    scores = {candidate.point_id: candidate.fused_score for candidate in fused}
+    assert scores == pytest.approx({"a": 1.0 + 3 / 9, "b": 0.7 / 0.8, "c": 0.0 + 1.0, "d": 0.0})
+
+
+def test_dbsf_clips_scores_to_three_standard_deviations() -> None:
+    fused = fuse(NEAREST, RetrievalSettings(fusion="dbsf"))
+    assert all(0.0 <= candidate.fused_score <= 2.0 for candidate in fused)
+    assert fused[0].point_id == "a"
+
+
+def test_one_empty_ranking_leaves_the_other_order() -> None:
+    fused = fuse(NearestHits(dense=_hits(("x", 0.5), ("y", 0.4)), sparse=[]), RetrievalSettings())
+    assert [candidate.point_id for candidate in fused] == ["x", "y"]
+    single = fuse(
+        NearestHits(dense=_hits(("x", 0.5)), sparse=[]), RetrievalSettings(fusion="minmax")
+    )
+    assert single[0].fused_score == 1.0
+
+
+def test_dbsf_matches_qdrant_on_a_hand_computed_case() -> None:
+    # Sparse scores 12, 6, 3: mean 7, sample std 4.583; (s - (7 - 13.748)) / 27.495.
+    fused = fuse(NearestHits(dense=[], sparse=NEAREST.sparse), RetrievalSettings(fusion="dbsf"))
+    scores = {candidate.point_id: candidate.fused_score for candidate in fused}
+    assert scores == pytest.approx({"c": 0.6818, "a": 0.4636, "d": 0.3545}, abs=1e-3)

@@ -1,0 +1,69 @@
+"""A cited passage shown on its page, and no file outside the watched folders readable."""
+
+import io
+import os
+
+import pytest
+from PIL import Image
+
+from rag_pipeline.catalog import Catalog
+from rag_pipeline.config import Settings
+from serving.preview import HIGHLIGHT, PreviewError, preview, source_file
+
+
+def _chunk(settings: Settings, doc_id: str) -> dict:
+    return Catalog(settings.home).chunks(doc_id)[0]
+
+
+def test_a_pdf_passage_is_shown_on_its_page_with_its_box_highlighted(indexed: Settings) -> None:
+    chunk = _chunk(indexed, "docs/report.pdf")
+    shown = preview(indexed, chunk["chunk_id"], dpi=72)
+    assert shown.page == chunk["page_start"] and shown.png is not None
+    image = Image.open(io.BytesIO(shown.png)).convert("RGB")
+    assert image.size == (595, 842)  # A4 at 72 dpi: one pixel per point
+    box = next(b for b in chunk["bboxes"] if b["page"] == shown.page)
+    # Blank paper inside the box is tinted amber: red and green high, blue clearly lower.
+    tinted = [
+        image.getpixel((x, y))
+        for x in range(int(box["x0"]), int(box["x1"]), 7)
+        for y in range(int(box["y0"]), int(box["y1"]), 3)
+    ]
+    expected_blue = 255 * (1 - 0.3 * (1 - HIGHLIGHT[2]))
+    assert any(abs(b - expected_blue) < 25 and r > 240 and g > 200 for r, g, b in tinted)
+    assert image.getpixel((5, 5)) == (255, 255, 255)  # outside: untouched
+
+
+def test_other_formats_show_the_passage_marked_in_its_text(indexed: Settings) -> None:
+    shown = preview(indexed, _chunk(indexed, "docs/rivers.txt")["chunk_id"])
+    assert shown.png is None and "<mark>" in shown.html and "三峡大坝" in shown.html
+
+
+@pytest.mark.parametrize(
+    "doc_id",
+    ["../../etc/passwd", "/etc/passwd", "docs/../../../etc/passwd", "docs/missing.md"],
+)
+def test_paths_that_are_not_indexed_documents_are_refused(indexed: Settings, doc_id: str) -> None:
+    with pytest.raises(PreviewError):
+        source_file(indexed, doc_id)
+
+
+def test_a_symbolic_link_out_of_the_watched_folder_is_refused(indexed: Settings) -> None:
+    _, path = source_file(indexed, "docs/guide.md")
+    outside = indexed.home / "secret.md"
+    outside.write_text("secret")
+    backup = path.with_suffix(".bak")
+    os.rename(path, backup)
+    try:
+        path.symlink_to(outside)
+        with pytest.raises(PreviewError, match="outside the watched folders"):
+            source_file(indexed, "docs/guide.md")
+    finally:
+        path.unlink()
+        os.rename(backup, path)
+
+
+def test_an_unknown_or_malformed_chunk_id_is_refused(indexed: Settings) -> None:
+    with pytest.raises(PreviewError):
+        preview(indexed, "docs/guide.md@nope#0")
+    with pytest.raises(PreviewError):
+        preview(indexed, "not a chunk id")

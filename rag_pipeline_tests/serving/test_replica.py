@@ -1,0 +1,78 @@
+"""The page's copy of the embedded index: it answers while a run writes, and catches up after."""
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rag_pipeline.cli import main
+from rag_pipeline.config import load_settings
+from rag_pipeline.store import open_vector_store
+from rag_pipeline_tests.serving.conftest import write_corpus
+from serving.replica import EmbeddedReplica
+from serving.retrieval import Retriever
+
+
+def _found(retriever: Retriever, query: str) -> set[str]:
+    return {passage.payload["doc_id"] for passage in retriever.retrieve(query).passages}
+
+
+def test_the_replica_answers_during_an_indexing_run_and_catches_up_after_it(
+    tmp_path: Path,
+) -> None:
+    source = write_corpus(tmp_path / "docs")
+    home = tmp_path / "home"
+    assert main(["index", "--home", str(home), "--source", str(source)]) == 0
+    settings = load_settings(home)
+    replica = EmbeddedReplica(settings)
+    try:
+        assert replica.refresh().copied == 3
+        retriever = Retriever(settings, replica)
+        assert "docs/guide.md" in _found(retriever, "when do owls hunt")
+
+        (source / "storks.md").write_text("# Storks\n\nStorks nest on rooftops.", encoding="utf-8")
+        (source / "guide.md").unlink()
+        run = subprocess.Popen(
+            [sys.executable, "-m", "rag_pipeline.cli", "index", "--home", str(home)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        answered, reports = 0, []
+        while run.poll() is None:  # the run holds the index's own store meanwhile
+            assert "docs/report.pdf" in _found(retriever, "hybrid search product codes")
+            reports.append(replica.refresh())
+            answered += 1
+        output = run.stdout.read() if run.stdout else ""
+        assert run.returncode == 0, output
+        assert answered > 0 and "added 1" in output and "deleted 1" in output
+
+        started = time.monotonic()
+        reports.append(replica.refresh())
+        assert time.monotonic() - started < 30
+        assert sum(report.copied for report in reports) == 1
+        assert sum(report.removed for report in reports) == 1
+        assert "docs/storks.md" in _found(retriever, "where do storks nest")
+        assert "docs/guide.md" not in _found(retriever, "when do owls hunt")
+    finally:
+        replica.close()
+    # The index's own store was never opened by the page: a later run can always open it.
+    store = open_vector_store(settings, wait_seconds=0)
+    store.close()
+
+
+def test_a_refresh_with_nothing_new_copies_nothing(tmp_path: Path) -> None:
+    source = write_corpus(tmp_path / "docs")
+    home = tmp_path / "home"
+    main(["index", "--home", str(home), "--source", str(source)])
+    replica = EmbeddedReplica(load_settings(home))
+    try:
+        replica.refresh()
+        assert replica.refresh().copied == 0
+    finally:
+        replica.close()
+    reopened = EmbeddedReplica(load_settings(home))  # what it holds survives a restart
+    try:
+        assert reopened.refresh().copied == 0
+    finally:
+        reopened.close()

@@ -1,0 +1,350 @@
+"""Answers whose every claim cites a numbered passage: extractive, an OpenAI-compatible
+endpoint, or a local transformers model.
+
+The passages an answer may use are numbered [1], [2], … in retrieval order. Whatever writes the
+answer, its text goes through :class:`CitationFilter`, which drops markers that point to no
+passage (a model inventing [7] of five) and records which passages were cited. With no passage
+to go on, the answer says so and repeats the query and filters that found nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from rag_pipeline.chunking import sentence_spans
+from rag_pipeline.config import AnswerSettings, Settings
+from rag_pipeline.embedding import SparseEncoder
+from rag_pipeline.embedding.models import models_folder
+from rag_pipeline.language import detect_language
+from serving.retrieval import Candidate, Retrieval
+
+Message = dict[str, str]  # {"role": "user" | "assistant", "content": ...}
+
+_MARKER = re.compile(r"\[(\d+(?:\s*[,，、]\s*\d+)*)\]")
+_LONGEST_MARKER = 24  # characters held back while a "[" may still open a marker
+
+
+class AnswerError(RuntimeError):
+    """The answer backend failed; the message says why (shown on the page)."""
+
+
+# Fixed phrases of an answer, in the question's language (English for any other).
+_PHRASES = {
+    "en": {
+        "lead": "From the documents:",
+        "nothing": "I found nothing in the indexed documents that answers this.",
+        "searched": "Searched for",
+        "filters": "with filters",
+        "no_filters": "with no filters",
+    },
+    "zh": {
+        "lead": "根据文档：",
+        "nothing": "在已索引的文档中没有找到能回答这个问题的内容。",
+        "searched": "检索词",
+        "filters": "筛选条件",
+        "no_filters": "未设筛选条件",
+    },
+}
+_LANGUAGE_NAMES = {"en": "English", "zh": "Chinese (简体中文)"}
+
+
+def phrases(question: str) -> dict[str, str]:
+    return _PHRASES.get(detect_language(question), _PHRASES["en"])
+
+
+@dataclass(slots=True)
+class Answer:
+    """An answer as it streams: the text so far and the passage numbers it cites."""
+
+    text: str = ""
+    cited: list[int] = field(default_factory=list)
+    passages: list[Candidate] = field(default_factory=list)  # passage n is passages[n - 1]
+    backend: str = ""
+    supported: bool = True  # False when no passage could back an answer
+
+
+class Answerer(Protocol):
+    name: str
+
+    def write(
+        self, question: str, history: Sequence[Message], passages: Sequence[Candidate]
+    ) -> Iterator[str]:
+        """The answer's text in pieces, citing passages as [n] (1-based)."""
+
+
+def answer(
+    answerer: Answerer,
+    question: str,
+    history: Sequence[Message],
+    retrieval: Retrieval,
+) -> Iterator[Answer]:
+    """Stream an answer to ``question`` from ``retrieval``'s passages; the last one is final."""
+    passages = list(retrieval.passages)
+    state = Answer(passages=passages, backend=answerer.name)
+    if not passages:
+        state.supported = False
+        state.text = nothing_found(question, retrieval)
+        yield state
+        return
+    citations = CitationFilter(len(passages))
+    for piece in answerer.write(question, history, passages):
+        state.text += citations.feed(piece)
+        state.cited = citations.cited
+        yield state
+    state.text = (state.text + citations.flush()).strip()
+    state.cited = citations.cited
+    if not state.text:
+        state.supported = False
+        state.text = nothing_found(question, retrieval)
+    yield state
+
+
+def nothing_found(question: str, retrieval: Retrieval) -> str:
+    words = phrases(question)
+    described = retrieval.query_filter.describe()
+    filters = (
+        f"{words['filters']} {json.dumps(described, ensure_ascii=False)}"
+        if described
+        else words["no_filters"]
+    )
+    return f"{words['nothing']}\n\n{words['searched']}: “{retrieval.query}”, {filters}."
+
+
+class CitationFilter:
+    """Keeps the markers [n] and [n, m] that point to a passage, drops the rest, as text streams.
+
+    A "[" is held back until it closes (or clearly is not a marker), so a marker split across
+    streamed pieces is judged whole.
+    """
+
+    def __init__(self, passages: int) -> None:
+        self.passages = passages
+        self.cited: list[int] = []
+        self._pending = ""
+
+    def feed(self, piece: str) -> str:
+        text = self._pending + piece
+        self._pending = ""
+        cut = text.rfind("[")
+        if cut != -1 and "]" not in text[cut:] and len(text) - cut < _LONGEST_MARKER:
+            text, self._pending = text[:cut], text[cut:]
+        return _MARKER.sub(self._keep, text)
+
+    def flush(self) -> str:
+        text, self._pending = self._pending, ""
+        return _MARKER.sub(self._keep, text)
+
+    def _keep(self, match: re.Match[str]) -> str:
+        numbers = [int(number) for number in re.findall(r"\d+", match.group(1))]
+        valid = [number for number in numbers if 1 <= number <= self.passages]
+        for number in valid:
+            if number not in self.cited:
+                self.cited.append(number)
+        return "".join(f"[{number}]" for number in dict.fromkeys(valid))
+
+
+# -- extractive ------------------------------------------------------------------------------
+
+
+class ExtractiveAnswerer:
+    """No language model: the passages' sentences that share most terms with the question.
+
+    Terms are those of the sparse model (stemmed English, jieba-segmented Chinese, no stop
+    words), so "dams" matches "dam" and 三峡大坝 matches inside an unspaced sentence. A passage
+    found by meaning alone (no shared term) still contributes its opening sentence when it is
+    the best passage, since the dense search vouched for it.
+    """
+
+    name = "extractive"
+
+    def __init__(self, settings: Settings) -> None:
+        self.sentences = settings.answer.extractive_sentences
+        self.terms = SparseEncoder(settings.embedding, settings.home)
+
+    def write(
+        self, question: str, history: Sequence[Message], passages: Sequence[Candidate]
+    ) -> Iterator[str]:
+        query_terms = set(self.terms.embed_query(question).indices.tolist())
+        candidates: list[tuple[float, int, int, str]] = []  # score, passage, position, sentence
+        for number, passage in enumerate(passages, 1):
+            text = passage.text
+            sentences = [text[a:b].strip() for a, b in sentence_spans(text)]
+            sentences = [sentence for sentence in sentences if len(sentence) > 1]
+            vectors = self.terms.embed_documents(sentences) if sentences else []
+            for position, (sentence, vector) in enumerate(zip(sentences, vectors, strict=True)):
+                shared = len(query_terms & set(vector.indices.tolist()))
+                if shared:
+                    # More shared terms first; among equals, the better passage, then the
+                    # shorter sentence (fewer words that do not bear on the question).
+                    score = shared / (1 + 0.15 * (number - 1)) - 1e-4 * len(sentence)
+                    candidates.append((score, number, position, sentence))
+        if not candidates:
+            first = sentence_spans(passages[0].text)
+            if not first:
+                return
+            start, end = first[0]
+            candidates = [(0.0, 1, 0, passages[0].text[start:end].strip())]
+        chosen = sorted(candidates, key=lambda item: -item[0])[: self.sentences]
+        chosen.sort(key=lambda item: (item[1], item[2]))  # reading order: passage, position
+        yield phrases(question)["lead"] + "\n\n"
+        for _, number, _, sentence in chosen:
+            yield f"- {sentence} [{number}]\n"
+
+
+# -- language models -------------------------------------------------------------------------
+
+
+def build_messages(
+    question: str, history: Sequence[Message], passages: Sequence[Candidate]
+) -> list[Message]:
+    """The chat an LLM answers: instructions, the conversation so far, numbered passages."""
+    language = _LANGUAGE_NAMES.get(detect_language(question), "the language of the question")
+    system = (
+        "You answer questions about the user's documents using only the numbered passages "
+        "given with the question. After every claim, cite the passage it comes from as [n], "
+        "or [n][m] for several. Do not cite a number that is not in the list. If the passages "
+        "do not contain the answer, say that the documents do not answer it. "
+        f"Answer in {language}."
+    )
+    listed = "\n\n".join(
+        f"[{number}] {_source_line(passage)}\n{passage.text}"
+        for number, passage in enumerate(passages, 1)
+    )
+    return [
+        {"role": "system", "content": system},
+        *history,
+        {"role": "user", "content": f"Passages:\n\n{listed}\n\nQuestion: {question}"},
+    ]
+
+
+def _source_line(passage: Candidate) -> str:
+    payload = passage.payload
+    parts = [Path(payload.get("file_path", "")).name]
+    if payload.get("page"):
+        parts.append(f"page {payload['page']}")
+    if payload.get("section"):
+        parts.append(payload["section"])
+    return "(" + ", ".join(parts) + ")"
+
+
+class OpenAICompatibleAnswerer:
+    """Any endpoint that speaks OpenAI's chat completions: vLLM, Ollama, DashScope, OpenAI…"""
+
+    name = "openai"
+
+    def __init__(self, settings: AnswerSettings) -> None:
+        if not settings.base_url or not settings.model:
+            raise AnswerError(
+                "the openai answer backend needs answer.base_url and answer.model "
+                "(RAG_PIPELINE_ANSWER__BASE_URL / OPENAI_BASE_URL, RAG_PIPELINE_ANSWER__MODEL)"
+            )
+        self.settings = settings
+        self.name = f"openai:{settings.model}"
+
+    def write(
+        self, question: str, history: Sequence[Message], passages: Sequence[Candidate]
+    ) -> Iterator[str]:
+        import httpx
+
+        config = self.settings
+        headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
+        body = {
+            "model": config.model,
+            "messages": build_messages(question, history, passages),
+            "stream": True,
+            "temperature": config.temperature,
+            "max_tokens": config.max_new_tokens,
+        }
+        url = f"{(config.base_url or '').rstrip('/')}/chat/completions"
+        try:
+            with httpx.stream(
+                "POST", url, json=body, headers=headers, timeout=config.timeout_seconds
+            ) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise AnswerError(
+                        f"the answer endpoint {url} said {response.status_code}: "
+                        f"{response.text[:300]}"
+                    )
+                for line in response.iter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    data = line.removeprefix("data:").strip()
+                    if data == "[DONE]":
+                        return
+                    choices = json.loads(data).get("choices") or [{}]
+                    if content := (choices[0].get("delta") or {}).get("content"):
+                        yield content
+        except httpx.HTTPError as error:
+            raise AnswerError(f"cannot reach the answer endpoint {url}: {error}") from error
+
+
+class TransformersAnswerer:
+    """A causal language model run locally with transformers (a hub id or a folder; GGUF too)."""
+
+    def __init__(self, settings: AnswerSettings, home: Path) -> None:
+        if not settings.model:
+            raise AnswerError("the transformers answer backend needs answer.model (id or folder)")
+        try:
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+        except ImportError as error:
+            raise AnswerError(
+                'the transformers answer backend needs: pip install -e ".[llm]"'
+            ) from error
+        self.settings = settings
+        self.name = f"transformers:{Path(settings.model).name}"
+        options: dict[str, Any] = {"cache_dir": str(models_folder(home) / "transformers")}
+        if settings.gguf_file:
+            options["gguf_file"] = settings.gguf_file
+        try:
+            self._tokenizer = AutoTokenizer.from_pretrained(settings.model, **options)
+            self._model = AutoModelForCausalLM.from_pretrained(settings.model, **options)
+        except (OSError, ValueError) as error:
+            raise AnswerError(f"cannot load the model {settings.model!r}: {error}") from error
+        self._model.eval()
+
+    def write(
+        self, question: str, history: Sequence[Message], passages: Sequence[Candidate]
+    ) -> Iterator[str]:
+        from transformers import TextIteratorStreamer
+
+        messages = build_messages(question, history, passages)
+        if self._tokenizer.chat_template:
+            prompt = self._tokenizer.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=True
+            )
+        else:  # a base model: the turns as plain text
+            prompt = "".join(f"{m['role']}: {m['content']}\n\n" for m in messages) + "assistant:"
+        inputs = self._tokenizer(prompt, return_tensors="pt")
+        streamer = TextIteratorStreamer(
+            self._tokenizer, skip_prompt=True, skip_special_tokens=True, timeout=300
+        )
+        config = self.settings
+        generation = {
+            **inputs,
+            "streamer": streamer,
+            "max_new_tokens": config.max_new_tokens,
+            "do_sample": config.temperature > 0,
+            "pad_token_id": self._tokenizer.pad_token_id or self._tokenizer.eos_token_id,
+        }
+        if config.temperature > 0:
+            generation["temperature"] = config.temperature
+        worker = threading.Thread(target=self._model.generate, kwargs=generation, daemon=True)
+        worker.start()
+        yield from streamer
+        worker.join()
+
+
+def load_answerer(settings: Settings) -> Answerer:
+    backend = settings.answer.backend
+    if backend == "openai":
+        return OpenAICompatibleAnswerer(settings.answer)
+    if backend == "transformers":
+        return TransformersAnswerer(settings.answer, settings.home)
+    return ExtractiveAnswerer(settings)

@@ -1,0 +1,150 @@
+"""The question-answering service behind the chat page and the search API, without any UI.
+
+It owns what a serving process holds open: the store it searches (see ``replica.py``), the
+query models, the reranker, the answer backend and the history database.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from rag_pipeline.config import Settings
+from rag_pipeline.store.schema import QueryFilter
+from serving.answer import Answer, Message, answer, load_answerer
+from serving.history import History
+from serving.replica import RefreshLoop, open_serving_store
+from serving.rerank import load_reranker
+from serving.retrieval import Candidate, Retrieval, Retriever
+
+logger = logging.getLogger(__name__)
+
+_SNIPPET_CHARS = 280
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """A cited passage as the page lists it and a conversation keeps it."""
+
+    number: int
+    doc_id: str
+    chunk_id: str
+    title: str
+    file_name: str
+    file_type: str
+    page: int | None
+    section: str
+    snippet: str
+    score: float
+
+    @classmethod
+    def of(cls, number: int, passage: Candidate) -> Source:
+        payload = passage.payload
+        text = " ".join(passage.text.split())
+        return cls(
+            number=number,
+            doc_id=payload.get("doc_id", ""),
+            chunk_id=payload.get("chunk_id", ""),
+            title=payload.get("title") or Path(payload.get("file_path", "")).stem,
+            file_name=Path(payload.get("file_path", "")).name,
+            file_type=payload.get("file_type", ""),
+            page=payload.get("page"),
+            section=payload.get("section", ""),
+            snippet=text if len(text) <= _SNIPPET_CHARS else text[: _SNIPPET_CHARS - 1] + "…",
+            score=passage.score,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+class Assistant:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.history = History(settings.home)
+        self.store = open_serving_store(settings)
+        self.store.refresh()  # a first page load sees the whole index
+        self.retriever = Retriever(settings, self.store, load_reranker(settings))
+        self.answerer = load_answerer(settings)
+        self._refresh = RefreshLoop(self.store, settings.serving.refresh_seconds)
+        self._refresh.start()
+
+    @property
+    def reranker_name(self) -> str | None:
+        return self.retriever.reranker.name if self.retriever.reranker else None
+
+    def search(
+        self, query: str, query_filter: QueryFilter | None = None, top_k: int | None = None
+    ) -> Retrieval:
+        retrieval = self.retriever.retrieve(query, query_filter, top_k=top_k)
+        self.history.record_trace(retrieval)
+        return retrieval
+
+    def ask(
+        self,
+        question: str,
+        conversation_id: str | None = None,
+        query_filter: QueryFilter | None = None,
+    ) -> Iterator[tuple[str, Answer]]:
+        """Stream the answer to ``question``, as (conversation id, answer so far).
+
+        The conversation so far is the model's context, and the previous question joins this
+        one in the search, so a follow-up ("and in 2021?") finds what it refers to.
+        """
+        if conversation_id is None:
+            conversation_id = self.history.new_conversation(question)
+        earlier = self.history.messages(conversation_id)
+        history: list[Message] = [{"role": m.role, "content": m.content} for m in earlier]
+        previous = next((m.content for m in reversed(earlier) if m.role == "user"), "")
+        retrieval = self.retriever.retrieve(f"{previous} {question}".strip(), query_filter)
+        self.history.add_message(conversation_id, "user", question)
+        final = Answer()
+        try:
+            for final in answer(self.answerer, question, history, retrieval):
+                yield conversation_id, final
+        finally:
+            self.history.record_trace(retrieval, final.backend or self.answerer.name)
+            sources = [
+                Source.of(number, final.passages[number - 1]).as_dict() for number in final.cited
+            ]
+            self.history.add_message(conversation_id, "assistant", final.text, sources)
+
+    def search_documents(self, query: str, k: int) -> list[dict[str, Any]]:
+        """The search API's answer: passages grouped by document, best document first.
+
+        The shape deer-flow's local search expects of a retriever's Documents.
+        """
+        retrieval = self.search(query, top_k=k)
+        documents: dict[str, dict[str, Any]] = {}
+        for passage in retrieval.passages:
+            payload = passage.payload
+            doc_id = payload.get("doc_id", "")
+            file_path = payload.get("file_path", "")
+            document = documents.setdefault(
+                doc_id,
+                {
+                    "id": doc_id,
+                    "title": payload.get("title") or Path(file_path).stem,
+                    "url": Path(file_path).as_uri() if file_path else f"/files/{quote(doc_id)}",
+                    "chunks": [],
+                    "extra": {
+                        "source": {
+                            "doc_id": doc_id,
+                            "file_path": file_path,
+                            "page": payload.get("page"),
+                            "bbox": payload.get("bbox"),
+                        }
+                    },
+                },
+            )
+            document["chunks"].append({"content": passage.text, "similarity": passage.score})
+        return list(documents.values())
+
+    def close(self) -> None:
+        self._refresh.stop()
+        self.store.close()
+        self.history.close()

@@ -1,0 +1,113 @@
+"""A cited passage shown where it stands: its PDF page rendered with the passage's boxes
+highlighted, or, for other formats, the passage in the text around it.
+
+Everything is looked up by chunk or document id in the catalog, never by a path the request
+names, and a file is read only when its real path lies inside a watched folder: no request can
+read anything else (``../``, absolute paths and symbolic links out of the folders included).
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rag_pipeline import ids
+from rag_pipeline.catalog import Catalog, DocumentRecord
+from rag_pipeline.config import Settings
+
+HIGHLIGHT = (1.0, 0.78, 0.0)  # amber, visible on white and on scans
+_CONTEXT_CHARS = 600
+
+
+class PreviewError(LookupError):
+    """Nothing to show for this request (unknown, outdated or not allowed); says which."""
+
+
+@dataclass(frozen=True, slots=True)
+class Preview:
+    doc_id: str
+    chunk_id: str
+    page: int | None
+    png: bytes | None  # the rendered page, for PDFs
+    html: str  # the passage in context (for every format; the caption for PDFs)
+
+
+def source_file(settings: Settings, doc_id: str) -> tuple[DocumentRecord, Path]:
+    """A document's file, only if the catalog knows it and it lies inside a watched folder."""
+    record = Catalog(settings.home).documents().get(doc_id)
+    if record is None:
+        raise PreviewError(f"no indexed document {doc_id!r}")
+    try:
+        path = record.file_path.resolve(strict=True)
+    except (OSError, RuntimeError) as error:
+        raise PreviewError(f"the file of {doc_id!r} is gone") from error
+    folders = [folder.resolve() for folder in settings.watched_folders]
+    if not path.is_file() or not any(path.is_relative_to(folder) for folder in folders):
+        raise PreviewError(f"the file of {doc_id!r} is outside the watched folders")
+    return record, path
+
+
+def cited_chunk(settings: Settings, chunk_id: str) -> tuple[list[dict[str, Any]], int]:
+    """The document's chunks and the position of ``chunk_id`` among them."""
+    try:
+        doc_id, _, _ = ids.parse_chunk_id(chunk_id)
+    except ValueError as error:
+        raise PreviewError(str(error)) from error
+    rows = Catalog(settings.home).chunks(doc_id)
+    for position, row in enumerate(rows):
+        if row["chunk_id"] == chunk_id:
+            return rows, position
+    raise PreviewError(f"{chunk_id!r} is not in the index (the document changed since?)")
+
+
+def preview(settings: Settings, chunk_id: str, *, dpi: int = 110) -> Preview:
+    rows, position = cited_chunk(settings, chunk_id)
+    row = rows[position]
+    record, path = source_file(settings, row["doc_id"])
+    context = passage_in_context(rows, position)
+    page = row["page_start"]
+    if record.file_type != "pdf" or page is None:
+        return Preview(row["doc_id"], chunk_id, page, None, context)
+    boxes = [box for box in row["bboxes"] if box["page"] == page]
+    return Preview(row["doc_id"], chunk_id, page, render_page(path, page, boxes, dpi=dpi), context)
+
+
+def render_page(path: Path, page_number: int, boxes: list[dict[str, float]], *, dpi: int) -> bytes:
+    """PNG of a PDF page (1-based) with ``boxes`` (PDF points, top-left origin) highlighted."""
+    import pymupdf
+
+    try:
+        with pymupdf.open(path) as document:
+            page = document[page_number - 1]
+            for box in boxes:
+                page.draw_rect(
+                    pymupdf.Rect(box["x0"] - 2, box["y0"] - 2, box["x1"] + 2, box["y1"] + 2),
+                    color=HIGHLIGHT,
+                    fill=HIGHLIGHT,
+                    fill_opacity=0.3,
+                    width=1.5,
+                )
+            return page.get_pixmap(dpi=dpi).tobytes("png")
+    except (RuntimeError, ValueError, IndexError) as error:  # damaged, or changed since indexing
+        raise PreviewError(f"cannot render page {page_number} of {path.name}: {error}") from error
+
+
+def passage_in_context(rows: list[dict[str, Any]], position: int) -> str:
+    """HTML: the end of the chunk before, the cited chunk marked, the start of the one after."""
+    before = rows[position - 1]["text"][-_CONTEXT_CHARS:] if position > 0 else ""
+    after = rows[position + 1]["text"][:_CONTEXT_CHARS] if position + 1 < len(rows) else ""
+    row = rows[position]
+    where = " › ".join(row["section"])
+    parts = [f"<p class='where'>{html.escape(where)}</p>" if where else ""]
+    if before:
+        parts.append(f"<p class='context'>…{_paragraphs(before)}</p>")
+    parts.append(f"<p><mark>{_paragraphs(row['text'])}</mark></p>")
+    if after:
+        parts.append(f"<p class='context'>{_paragraphs(after)}…</p>")
+    return "\n".join(part for part in parts if part)
+
+
+def _paragraphs(text: str) -> str:
+    return html.escape(text).replace("\n", "<br>")
