@@ -18,8 +18,12 @@ from rag_pipeline.config import Settings, load_settings
 if TYPE_CHECKING:
     from rag_pipeline.manifest import ManifestDiff
 
-# unstructured and Hugging Face libraries phone home unless told not to (see models README).
-for _name, _value in (("DO_NOT_TRACK", "1"), ("HF_HUB_DISABLE_TELEMETRY", "1")):
+# unstructured, Hugging Face libraries and Gradio phone home unless told not to.
+for _name, _value in (
+    ("DO_NOT_TRACK", "1"),
+    ("HF_HUB_DISABLE_TELEMETRY", "1"),
+    ("GRADIO_ANALYTICS_ENABLED", "False"),
+):
     os.environ.setdefault(_name, _value)
 
 
@@ -75,6 +79,10 @@ def _parser() -> argparse.ArgumentParser:
     query.add_argument("--top-k", type=int, help="number of hits (default: retrieval.top_k, 8)")
     query.add_argument("--json", action="store_true", help="print JSON")
 
+    serve = command("serve", _serve, "Serve the chat page and the search API on this home.")
+    serve.add_argument("--port", type=int, help="default: serving.port (7860)")
+    serve.add_argument("--host", help="default: serving.host (127.0.0.1)")
+
     ui = command("ui", _ui, "Open the Dagster UI on this home folder (dagster dev).")
     ui.add_argument("--port", type=int, default=3000)
     ui.add_argument("--host", default="127.0.0.1")
@@ -127,19 +135,25 @@ def _index(args: argparse.Namespace) -> int:
         # Nothing changed: the partitions already match the catalog, and Dagster (slow to
         # import and open) is not needed at all.
         run_ok = _run_index_job(settings, diff, args.verbose) if diff.to_process else True
+    seconds = time.perf_counter() - started
+    if not run_ok:
+        print(
+            f"nothing indexed: the run failed after {seconds:.1f} s; {len(diff.to_process)} "
+            "documents are still to do (see the error above)"
+        )
+        return 1
     records = Catalog(settings.home).documents()
     processed = [*diff.new, *diff.changed]
     failed = [
         doc_id for doc_id in processed if doc_id in records and records[doc_id].state == "failed"
     ]
-    seconds = time.perf_counter() - started
     print(
         f"added {len(diff.new)}, changed {len(diff.changed)}, unchanged {len(diff.unchanged)}, "
         f"deleted {len(diff.deleted)}, failed {len(failed)} in {seconds:.1f} s"
     )
     for doc_id in failed:
         print(f"  failed: {doc_id}: {records[doc_id].error}")
-    return 0 if run_ok else 1
+    return 0
 
 
 def _run_index_job(settings: Settings, diff: ManifestDiff, verbose: bool) -> bool:
@@ -227,6 +241,32 @@ def _query(args: argparse.Namespace) -> int:
         where = f"p. {hit['page']}" if hit["page"] else ""
         print(f"{rank}. {hit['score']:.3f}  {hit['doc_id']}  {where}  {hit['section']}")
         print("   " + " ".join(hit["text"].split())[:300])
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from rag_pipeline.store import StoreBusyError
+    from serving.answer import AnswerError
+    from serving.rerank import RerankError
+
+    settings = _settings(args)
+    host = args.host or settings.serving.host
+    port = args.port or settings.serving.port
+    print(f"preparing the search index under {settings.home} …", file=sys.stderr)
+    from serving.assistant import Assistant
+    from serving.server import serve
+
+    try:
+        assistant = Assistant(settings)
+    except StoreBusyError as error:
+        raise UserError(f"{error} (is the page already served from this home?)") from error
+    except (AnswerError, RerankError) as error:
+        raise UserError(str(error)) from error
+    print(f"chat page on http://{host}:{port}/ (search API: /api/search?q=…)", file=sys.stderr)
+    try:
+        serve(assistant, host, port)
+    finally:
+        assistant.close()
     return 0
 
 

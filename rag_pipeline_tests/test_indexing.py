@@ -349,3 +349,18 @@ def test_the_consistency_checks_name_missing_and_orphan_points(
         assert not missing.passed and missing.failures["docs/policy.docx"].endswith("0 points")
     finally:
         indexer.close()
+
+
+def test_a_failed_run_reports_that_nothing_was_indexed(
+    cli: Cli, home: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: Indexer, doc_ids: object) -> dict:
+        raise RuntimeError("parser bug")
+
+    monkeypatch.setattr(Indexer, "parse", broken)
+    result = cli("index", "--home", home, "--source", corpus)
+    assert result.code == 1
+    assert "nothing indexed: the run failed" in result.out and "added" not in result.out
+    assert "5 documents are still to do" in result.out
+    monkeypatch.undo()
+    assert "added 5" in cli("index", "--home", home).out  # the next run picks them all up

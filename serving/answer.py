@@ -21,7 +21,7 @@ from rag_pipeline.chunking import sentence_spans
 from rag_pipeline.config import AnswerSettings, Settings
 from rag_pipeline.embedding import SparseEncoder
 from rag_pipeline.embedding.models import models_folder
-from rag_pipeline.language import detect_language
+from rag_pipeline.language import detect_language, has_cjk
 from serving.retrieval import Candidate, Retrieval
 
 Message = dict[str, str]  # {"role": "user" | "assistant", "content": ...}
@@ -175,7 +175,7 @@ class ExtractiveAnswerer:
         for number, passage in enumerate(passages, 1):
             text = passage.text
             sentences = [text[a:b].strip() for a, b in sentence_spans(text)]
-            sentences = [sentence for sentence in sentences if len(sentence) > 1]
+            sentences = [sentence for sentence in sentences if _is_statement(sentence)]
             vectors = self.terms.embed_documents(sentences) if sentences else []
             for position, (sentence, vector) in enumerate(zip(sentences, vectors, strict=True)):
                 shared = len(query_terms & set(vector.indices.tolist()))
@@ -185,16 +185,29 @@ class ExtractiveAnswerer:
                     score = shared / (1 + 0.15 * (number - 1)) - 1e-4 * len(sentence)
                     candidates.append((score, number, position, sentence))
         if not candidates:
-            first = sentence_spans(passages[0].text)
-            if not first:
+            text = passages[0].text
+            opening = [text[a:b].strip() for a, b in sentence_spans(text)]
+            opening = [sentence for sentence in opening if _is_statement(sentence)]
+            if not opening:
                 return
-            start, end = first[0]
-            candidates = [(0.0, 1, 0, passages[0].text[start:end].strip())]
+            candidates = [(0.0, 1, 0, opening[0])]
         chosen = sorted(candidates, key=lambda item: -item[0])[: self.sentences]
         chosen.sort(key=lambda item: (item[1], item[2]))  # reading order: passage, position
         yield phrases(question)["lead"] + "\n\n"
         for _, number, _, sentence in chosen:
             yield f"- {sentence} [{number}]\n"
+
+
+_ENDS_SENTENCE = re.compile(r"[.!?。！？；…:：)）\]」』\"”’']$")
+
+
+def _is_statement(sentence: str) -> bool:
+    """A sentence worth quoting: not a heading or a label (short and unpunctuated)."""
+    if _ENDS_SENTENCE.search(sentence):
+        return len(sentence) > 1
+    if has_cjk(sentence):  # no spaces between words: count characters
+        return len(sentence) >= 8
+    return len(sentence.split()) >= 8
 
 
 # -- language models -------------------------------------------------------------------------

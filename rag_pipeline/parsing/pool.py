@@ -75,14 +75,17 @@ def start_parser_server() -> multiprocessing.context.ForkServerContext:
     """Start (once per process) the server that parser workers are forked from.
 
     A forkserver: workers start from a clean single-threaded process, whatever threads the
-    caller (Dagster, ONNX Runtime) already runs, and the parsers are imported there once. It
-    starts in the background, so calling this early hides its start-up behind other work.
+    caller (Dagster, ONNX Runtime) already runs, and heavy libraries are imported there once.
+    It starts in the background, so calling this early hides its start-up behind other work.
     """
     from multiprocessing import forkserver
 
     context = multiprocessing.get_context("forkserver")
+    # Third-party libraries only: Python 3.11's forkserver imports its preloads with the
+    # working directory first on sys.path, where another checkout of this project would shadow
+    # the installed one; workers import the project themselves, with the caller's sys.path.
     # Not PyMuPDF: importing it takes half a second, which a batch without PDFs need not wait.
-    context.set_forkserver_preload(["rag_pipeline.parsing", "markdown_it"])
+    context.set_forkserver_preload(["numpy", "markdown_it"])
     forkserver.ensure_running()
     return context
 

@@ -1,0 +1,75 @@
+"""The web server: the API routes and the chat page on one FastAPI app, run by uvicorn.
+
+``rag-pipeline serve`` runs it in the foreground; tests and benchmarks run it in a thread with
+:class:`BackgroundServer`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import TracebackType
+
+import uvicorn
+from fastapi import FastAPI
+from starlette.routing import Mount
+
+from serving.api import api_routes
+from serving.app import PAGE_CSS, build_page, gr
+from serving.assistant import Assistant
+
+
+def build_app(assistant: Assistant) -> FastAPI:
+    app = FastAPI(title="rag-pipeline", docs_url="/api/docs", openapi_url="/api/openapi.json")
+    app.include_router(api_routes(assistant))
+    return gr.mount_gradio_app(
+        app,
+        build_page(assistant),
+        path="/",
+        css=PAGE_CSS,
+        footer_links=["api"],
+        theme=gr.themes.Default(font=["system-ui", "sans-serif"]),  # no web fonts: offline
+    )
+
+
+def serve(assistant: Assistant, host: str, port: int) -> None:
+    """Serve until interrupted."""
+    uvicorn.run(build_app(assistant), host=host, port=port, log_level="warning")
+
+
+class BackgroundServer:
+    """The app served from a thread, for tests and benchmarks: ``with BackgroundServer(...)``."""
+
+    def __init__(self, assistant: Assistant, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.app = build_app(assistant)
+        config = uvicorn.Config(self.app, host=host, port=port, log_level="warning")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, name="web", daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.servers[0].sockets[0].getsockname()[:2]
+        return f"http://{host}:{port}"
+
+    def __enter__(self) -> BackgroundServer:
+        self._thread.start()
+        deadline = time.monotonic() + 60
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the web server did not start")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        # Gradio keeps a heartbeat stream open per browser tab or client; end them, or
+        # uvicorn waits for them to close.
+        for route in self.app.routes:
+            if isinstance(route, Mount) and hasattr(route.app, "stop_event"):
+                route.app.stop_event.set()
+        self._server.should_exit = True
+        self._thread.join(timeout=30)
