@@ -188,7 +188,10 @@ def build_page(assistant: Assistant) -> gr.Blocks:
             [chat, conversation, evidence, conversations],
         )
         delete.click(
-            delete_conversation, conversation, [chat, conversation, evidence, conversations]
+            delete_conversation,
+            conversation,
+            [chat, conversation, evidence, conversations],
+            api_name="delete",
         )
         evidence.select(show_citation, None, [shown_page, shown_text], api_visibility="private")
         refresh_traces.click(lambda: assistant.history.traces(20), None, traces, api_name="traces")

@@ -146,39 +146,15 @@ class Retriever:
         *,
         top_k: int | None = None,
     ) -> Retrieval:
-        text = " ".join(query.split())
-        if not text:
-            raise QueryError("the query is empty")
         config = self.settings.retrieval
         keep = config.top_k if top_k is None else top_k
         if keep < 1:
             raise QueryError("top-k must be at least 1")
         query_filter = query_filter or QueryFilter()
         timings: dict[str, float] = {}
-        with _timed(timings, "embed"):
-            dense = self.dense.embed_query(text)
-            sparse = self.sparse.embed_query(text)
-        with _timed(timings, "search"):
-            nearest = self.store.nearest(
-                dense,
-                (sparse.indices, sparse.values),
-                limit=max(config.prefetch, keep),
-                query_filter=query_filter,
-            )
-        with _timed(timings, "fuse"):
-            candidates = fuse(nearest, config)
-        pool = candidates[: max(config.rerank_candidates, keep)]
-        if self.reranker is not None and pool:
-            with _timed(timings, "rerank"):
-                scores = self.reranker.score(text, [candidate.text for candidate in pool])
-                for candidate, score in zip(pool, scores, strict=True):
-                    candidate.rerank_score = float(score)
-                pool = sorted(pool, key=lambda candidate: -candidate.score)
-        passages = [
-            candidate
-            for candidate in pool[:keep]
-            if config.min_score is None or candidate.score >= config.min_score
-        ]
+        text = _normalised(query)
+        nearest = self.search(text, query_filter, limit=max(config.prefetch, keep), timings=timings)
+        candidates, passages = self.rank(text, nearest, keep=keep, timings=timings)
         return Retrieval(
             query=text,
             query_filter=query_filter,
@@ -187,6 +163,66 @@ class Retriever:
             reranker=self.reranker.name if self.reranker else None,
             timings_ms=timings,
         )
+
+    def search(
+        self,
+        query: str,
+        query_filter: QueryFilter | None = None,
+        *,
+        limit: int,
+        timings: dict[str, float] | None = None,
+    ) -> NearestHits:
+        """The query embedded by both models, and the ``limit`` nearest points by each."""
+        text = _normalised(query)
+        timings = {} if timings is None else timings
+        with _timed(timings, "embed"):
+            dense = self.dense.embed_query(text)
+            sparse = self.sparse.embed_query(text)
+        with _timed(timings, "search"):
+            return self.store.nearest(
+                dense, (sparse.indices, sparse.values), limit=limit, query_filter=query_filter
+            )
+
+    def rank(
+        self,
+        query: str,
+        nearest: NearestHits,
+        *,
+        keep: int,
+        fusion: RetrievalSettings | None = None,
+        timings: dict[str, float] | None = None,
+    ) -> tuple[list[Candidate], list[Candidate]]:
+        """(every candidate in final order, the passages to answer from).
+
+        Fused (by ``fusion``, default the settings'), the best ``rerank_candidates`` reranked
+        when a reranker is configured (they then come first, in rerank order), the first
+        ``keep`` kept if they reach ``min_score``.
+        """
+        config = fusion or self.settings.retrieval
+        timings = {} if timings is None else timings
+        with _timed(timings, "fuse"):
+            candidates = fuse(nearest, config)
+        depth = max(config.rerank_candidates, keep)
+        if self.reranker is not None and candidates:
+            pool = candidates[:depth]
+            with _timed(timings, "rerank"):
+                scores = self.reranker.score(query, [candidate.text for candidate in pool])
+            for candidate, score in zip(pool, scores, strict=True):
+                candidate.rerank_score = float(score)
+            candidates = sorted(pool, key=lambda candidate: -candidate.score) + candidates[depth:]
+        passages = [
+            candidate
+            for candidate in candidates[:keep]
+            if config.min_score is None or candidate.score >= config.min_score
+        ]
+        return candidates, passages
+
+
+def _normalised(query: str) -> str:
+    text = " ".join(query.split())
+    if not text:
+        raise QueryError("the query is empty")
+    return text
 
 
 @contextmanager

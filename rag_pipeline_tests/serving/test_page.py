@@ -19,6 +19,7 @@ from rag_pipeline.cli import main
 from rag_pipeline.config import Settings, load_settings
 from rag_pipeline_tests.serving.conftest import write_corpus
 from serving.assistant import Assistant
+from serving.history import History
 from serving.server import BackgroundServer
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -49,6 +50,31 @@ def test_the_gradio_client_gets_a_streamed_cited_answer(served: str) -> None:
     assert "Owls hunt at night" in answer_text and "#cite:" in answer_text
     assert "guide.md" in evidence and "class='citation'" in evidence
     assert len(states) >= 1
+
+
+def test_a_kept_conversation_reopens_with_its_evidence_and_can_be_deleted(
+    served: str, indexed: Settings
+) -> None:
+    from gradio_client import Client
+
+    def kept() -> dict[str, str]:
+        history = History(indexed.home)
+        try:
+            return {c.title: c.id for c in history.conversations()}
+        finally:
+            history.close()
+
+    client = Client(served + "/", verbose=False)
+    try:
+        client.predict("Where do herons stand?", [], [], [], [], "", "", api_name="/ask")
+        conversation = kept()["Where do herons stand?"]
+        chat, evidence = client.predict(conversation, api_name="/open")  # states stay inside
+        assert [message["role"] for message in chat] == ["user", "assistant"]
+        assert "guide.md" in evidence
+        client.predict(api_name="/delete")  # deletes the session's open conversation
+    finally:
+        client.close()
+    assert conversation not in kept().values()
 
 
 def test_the_search_api_answers_over_http(served: str) -> None:
