@@ -19,6 +19,9 @@ from typing import TYPE_CHECKING, Any
 from rag_pipeline import ids
 from rag_pipeline.language import detect_language
 
+# Bump when chunks come out differently for the same elements and settings: it re-indexes.
+CHUNKER_VERSION = "chunks-2"
+
 if TYPE_CHECKING:
     from rag_pipeline.embedding.dense import TokenCounter
     from rag_pipeline.parsing import Element
@@ -88,19 +91,57 @@ def chunk_document(
     overlap = min(overlap_tokens, budget // 4)
     elements = [element for element in elements if element.text.strip()]
     counts = counter.count([element.text for element in elements])
+    headers = _Headers(counter, budget // 8)
     pieces: list[_Piece] = []
     for element, count in zip(elements, counts, strict=True):
-        if count <= budget:
+        room = budget - headers.cost(element)
+        if count <= room:
             pieces.append(_Piece(element, 0, len(element.text), count, element.text))
         else:
-            pieces.extend(_split(element, counter, budget, overlap))
-    groups = _pack(pieces, budget)
-    texts = ["\n".join(piece.text.strip() for piece in group) for group in groups]
+            pieces.extend(_split(element, counter, room, overlap))
+    groups = _pack(pieces, budget, headers)
+    texts = [
+        headers.line(group[0].element) + "\n".join(piece.text.strip() for piece in group)
+        for group in groups
+    ]
     token_counts = counter.count(texts)
     return [
         _chunk(doc_id, version, index, text, group, tokens)
         for index, (text, group, tokens) in enumerate(zip(texts, groups, token_counts, strict=True))
     ]
+
+
+class _Headers:
+    """The line naming a chunk's section, put first in chunks that do not start at a heading.
+
+    A chunk cut from the middle of a section otherwise loses what it is about (the title of the
+    paper, the chapter, the sheet), which both the dense model and keyword search need.
+    """
+
+    def __init__(self, counter: TokenCounter, most_tokens: int) -> None:
+        self._counter = counter
+        self._most = most_tokens
+        self._lines: dict[tuple[str, ...], tuple[str, int]] = {}
+
+    def _of(self, section: tuple[str, ...]) -> tuple[str, int]:
+        if section not in self._lines:
+            line, tokens = "", 0
+            for start in range(len(section)):  # drop outer sections until the line is short
+                candidate = " › ".join(" ".join(part.split()) for part in section[start:])
+                tokens = self._counter.count([candidate])[0] + 1  # and its newline
+                if tokens <= self._most:
+                    line = candidate + "\n"
+                    break
+            self._lines[section] = (line, tokens if line else 0)
+        return self._lines[section]
+
+    def line(self, element: Element) -> str:
+        return (
+            "" if element.kind == "title" or not element.section else self._of(element.section)[0]
+        )
+
+    def cost(self, element: Element) -> int:
+        return 0 if element.kind == "title" or not element.section else self._of(element.section)[1]
 
 
 def _split(element: Element, counter: TokenCounter, budget: int, overlap: int) -> list[_Piece]:
@@ -117,8 +158,16 @@ def _split(element: Element, counter: TokenCounter, budget: int, overlap: int) -
             pieces.extend(_split_tokens(element, start, end, counter, budget, overlap))
             index += 1
             continue
+        # Pieces of even size: a 300-token paragraph becomes two of about 175 (with the
+        # overlap), not one of 254 and a stub of 50 that says little on its own.
+        target = _even_share(sum(counts[index:]), budget, overlap)
         first, total = index, 0
-        while index < len(spans) and total + counts[index] <= budget:
+        while (
+            index < len(spans)
+            and total + counts[index] <= budget
+            # take the sentence if that ends nearer the target than stopping before it
+            and (total == 0 or total + counts[index] - target < target - total)
+        ):
             total += counts[index]
             index += 1
         start, end = spans[first][0], spans[index - 1][1]
@@ -131,6 +180,14 @@ def _split(element: Element, counter: TokenCounter, budget: int, overlap: int) -
                 carried += counts[back]
             index = back
     return pieces
+
+
+def _even_share(remaining: int, budget: int, overlap: int) -> int:
+    """Tokens per piece that split ``remaining`` into the fewest pieces of even size."""
+    if remaining <= budget:
+        return budget
+    pieces = -(-(remaining - overlap) // (budget - overlap))  # ceiling division
+    return -(-(remaining + (pieces - 1) * overlap) // pieces)
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
@@ -206,7 +263,7 @@ def _split_rows(
     return pieces
 
 
-def _pack(pieces: list[_Piece], budget: int) -> list[list[_Piece]]:
+def _pack(pieces: list[_Piece], budget: int, headers: _Headers) -> list[list[_Piece]]:
     groups: list[list[_Piece]] = []
     tokens = 0
     for piece in pieces:
@@ -215,7 +272,7 @@ def _pack(pieces: list[_Piece], budget: int) -> list[list[_Piece]]:
             tokens += piece.tokens
         else:
             groups.append([piece])
-            tokens = piece.tokens
+            tokens = headers.cost(piece.element) + piece.tokens
     return groups
 
 

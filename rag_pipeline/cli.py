@@ -8,15 +8,11 @@ import json
 import logging
 import os
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
 from rag_pipeline.config import Settings, load_settings
-
-if TYPE_CHECKING:
-    from rag_pipeline.manifest import ManifestDiff
 
 # unstructured, Hugging Face libraries and Gradio phone home unless told not to.
 for _name, _value in (
@@ -79,6 +75,16 @@ def _parser() -> argparse.ArgumentParser:
     query.add_argument("--top-k", type=int, help="number of hits (default: retrieval.top_k, 8)")
     query.add_argument("--json", action="store_true", help="print JSON")
 
+    evaluation = command(
+        "eval",
+        _eval,
+        "Measure retrieval quality on a BEIR-layout dataset (corpus.jsonl, queries.jsonl, "
+        "qrels/), indexed through the real pipeline into <home>/eval/<dataset>.",
+    )
+    evaluation.add_argument("dataset", type=Path, metavar="DATASET_DIR")
+    evaluation.add_argument("--split", default="test", help="qrels/<split>.tsv (default test)")
+    evaluation.add_argument("--json", action="store_true", help="print JSON keyed by method")
+
     serve = command("serve", _serve, "Serve the chat page and the search API on this home.")
     serve.add_argument("--port", type=int, help="default: serving.port (7860)")
     serve.add_argument("--host", help="default: serving.host (127.0.0.1)")
@@ -112,11 +118,8 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _index(args: argparse.Namespace) -> int:
-    from rag_pipeline.catalog import Catalog
-    from rag_pipeline.locking import index_lock
-    from rag_pipeline.manifest import find_changes
+    from rag_pipeline.incremental import index_once
 
-    started = time.perf_counter()
     settings = _settings(args)
     if args.source:
         missing = [folder for folder in args.source if not folder.is_dir()]
@@ -125,66 +128,21 @@ def _index(args: argparse.Namespace) -> int:
         settings = settings.remember_sources(args.source)
     elif not settings.sources:
         (settings.home / "inbox").mkdir(parents=True, exist_ok=True)
-    with index_lock(settings.home):
-        diff = find_changes(settings, retry_failed=args.retry_failed)
-        for folder in diff.missing_sources:
-            print(
-                f"warning: watched folder {folder} is missing; its documents are kept",
-                file=sys.stderr,
-            )
-        # Nothing changed: the partitions already match the catalog, and Dagster (slow to
-        # import and open) is not needed at all.
-        run_ok = _run_index_job(settings, diff, args.verbose) if diff.to_process else True
-    seconds = time.perf_counter() - started
-    if not run_ok:
+    outcome = index_once(settings, retry_failed=args.retry_failed, verbose=args.verbose)
+    diff = outcome.diff
+    if not outcome.succeeded:
         print(
-            f"nothing indexed: the run failed after {seconds:.1f} s; {len(diff.to_process)} "
-            "documents are still to do (see the error above)"
+            f"nothing indexed: the run failed after {outcome.seconds:.1f} s; "
+            f"{len(diff.to_process)} documents are still to do (see the error above)"
         )
         return 1
-    records = Catalog(settings.home).documents()
-    processed = [*diff.new, *diff.changed]
-    failed = [
-        doc_id for doc_id in processed if doc_id in records and records[doc_id].state == "failed"
-    ]
     print(
         f"added {len(diff.new)}, changed {len(diff.changed)}, unchanged {len(diff.unchanged)}, "
-        f"deleted {len(diff.deleted)}, failed {len(failed)} in {seconds:.1f} s"
+        f"deleted {len(diff.deleted)}, failed {len(outcome.failed)} in {outcome.seconds:.1f} s"
     )
-    for doc_id in failed:
-        print(f"  failed: {doc_id}: {records[doc_id].error}")
+    for doc_id, reason in outcome.failed.items():
+        print(f"  failed: {doc_id}: {reason}")
     return 0
-
-
-def _run_index_job(settings: Settings, diff: ManifestDiff, verbose: bool) -> bool:
-    """One Dagster run over the changed documents, in this process; whether it succeeded."""
-    from rag_pipeline.definitions import defs
-    from rag_pipeline.defs.instance import get_instance
-    from rag_pipeline.defs.partitions import remove_partitions
-    from rag_pipeline.defs.runs import TRIGGER_TAG, index_documents_job, plan_index_run
-
-    print(
-        f"indexing {len(diff.new)} new, {len(diff.changed)} changed and {len(diff.deleted)} "
-        f"deleted documents ({len(diff.files)} in the watched folders)",
-        file=sys.stderr,
-    )
-    with get_instance(settings) as instance:
-        planned = plan_index_run(instance, diff)
-        loggers = {"console": {"config": {"log_level": "DEBUG" if verbose else "ERROR"}}}
-        result = defs.resolve_job_def(index_documents_job.name).execute_in_process(
-            instance=instance,
-            run_config=planned.run_config(settings) | {"loggers": loggers},
-            tags={**planned.tags, TRIGGER_TAG: "cli"},
-            raise_on_error=False,
-        )
-        if not result.success:
-            print(
-                f"error: the Dagster run {result.run_id} failed; see `rag-pipeline ui`",
-                file=sys.stderr,
-            )
-            return False
-        remove_partitions(instance, diff.deleted)
-        return True
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -241,6 +199,23 @@ def _query(args: argparse.Namespace) -> int:
         where = f"p. {hit['page']}" if hit["page"] else ""
         print(f"{rank}. {hit['score']:.3f}  {hit['doc_id']}  {where}  {hit['section']}")
         print("   " + " ".join(hit["text"].split())[:300])
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from rag_pipeline.store import StoreError
+    from serving.evaluation import DatasetError, format_report, run_evaluation
+    from serving.rerank import RerankError
+
+    settings = _settings(args)
+    try:
+        report = run_evaluation(settings, args.dataset, args.split)
+    except (DatasetError, StoreError, RerankError) as error:
+        raise UserError(str(error)) from error
+    if args.json:
+        print(json.dumps(report.as_json(), indent=2))
+    else:
+        print(format_report(report))
     return 0
 
 

@@ -57,7 +57,19 @@ class EmbeddingSettings(BaseModel):
     dense_model_path: Path | None = Field(
         None, description="A local folder holding the dense model's ONNX and tokenizer files."
     )
+    dense_languages: list[str] | None = Field(
+        None,
+        description="Languages (ISO 639-1) the dense model understands; [] for any. Default: "
+        "what the model registry says (the offline default: English), else any.",
+    )
     sparse_model: str = Field("Qdrant/bm25", description="fastembed sparse model for keywords.")
+    bm25_avg_len: float = Field(
+        100.0,
+        gt=0,
+        description="BM25's average document length, in its terms (stemmed words, no stop "
+        "words). Its documents are chunks here: fastembed's 256 suits whole documents, and "
+        "overweights long chunks (SciFact: nDCG@10 0.679 at 256, 0.691 at 100).",
+    )
     splade_model: str | None = Field(
         None, description="Optional fastembed SPLADE model name; when set it replaces BM25."
     )
@@ -82,8 +94,10 @@ class EmbeddingSettings(BaseModel):
 
     @property
     def sparse_model_id(self) -> str:
-        """The sparse model in use: SPLADE when configured, else BM25."""
-        return self.splade_model or self.sparse_model
+        """The sparse model in use, with what changes its vectors: SPLADE, else BM25."""
+        if self.splade_model:
+            return self.splade_model
+        return f"{self.sparse_model}?avg_len={self.bm25_avg_len:g}"
 
     def dense_parallelism(self) -> tuple[int, int]:
         """(model copies, ONNX Runtime threads per copy) for the dense model."""
@@ -121,13 +135,21 @@ class RetrievalSettings(BaseModel):
         60, ge=1, description="Nearest candidates taken from each vector (dense, sparse)."
     )
     fusion: Literal["rrf", "dbsf", "minmax"] = Field(
-        "rrf",
+        "dbsf",
         description="How the dense and sparse rankings merge: reciprocal rank fusion, "
-        "distribution-based score fusion, or a sum of min-max normalised scores.",
+        "distribution-based score fusion (the default: best on SciFact, see "
+        "bench/fusion_sweep.py), or a sum of min-max normalised scores.",
     )
     rrf_k: float = Field(60.0, gt=0, description="RRF's k: larger flattens the rank weights.")
     dense_weight: float = Field(1.0, ge=0, description="Weight of the dense ranking in fusion.")
     sparse_weight: float = Field(1.0, ge=0, description="Weight of the sparse ranking.")
+    foreign_dense_weight: float = Field(
+        0.0,
+        ge=0,
+        description="Weight of the dense ranking for a query in a language the dense model "
+        "was not trained on (embedding.dense_languages): such a ranking is mostly noise, and "
+        "fusing it in would pull good keyword results down.",
+    )
     rerank_candidates: int = Field(50, ge=1, description="Fused candidates the reranker sees.")
     top_k: int = Field(8, ge=1, description="Passages an answer is built from.")
     min_score: float | None = Field(
@@ -236,12 +258,21 @@ class Settings(BaseSettings):
 
     def remember_sources(self, sources: list[Path]) -> Settings:
         """Store ``sources`` in ``<home>/settings.json`` and return settings that use them."""
-        path = self.home / SETTINGS_FILE
-        stored: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+        return self.in_home(self.home, sources)
+
+    def in_home(self, home: Path, sources: list[Path]) -> Settings:
+        """Settings for another home watching ``sources``, with this home's stored settings.
+
+        Written to ``<home>/settings.json``: an indexing run reads its settings from there (and
+        the environment), not from this object.
+        """
+        stored_path = self.home / SETTINGS_FILE
+        stored: dict[str, Any] = json.loads(stored_path.read_text()) if stored_path.exists() else {}
         stored["sources"] = [str(Path(source).expanduser().resolve()) for source in sources]
+        path = home / SETTINGS_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(stored, indent=2, ensure_ascii=False) + "\n")
-        return self.model_copy(update={"sources": [Path(s) for s in stored["sources"]]})
+        return load_settings(home)
 
 
 class _ConventionalEnvSource(PydanticBaseSettingsSource):

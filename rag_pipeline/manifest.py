@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rag_pipeline import ids
 from rag_pipeline.catalog import Catalog, DocumentRecord
+from rag_pipeline.chunking import CHUNKER_VERSION
 from rag_pipeline.config import Settings
 from rag_pipeline.parsing import PARSER_VERSIONS, format_of
 
@@ -77,7 +78,7 @@ def pipeline_version(settings: Settings, file_type: str) -> str:
     return ids.fingerprint(
         {
             "parser": PARSER_VERSIONS[file_type],
-            "chunking": settings.chunking.model_dump(),
+            "chunking": [CHUNKER_VERSION, settings.chunking.model_dump()],
             "dense": settings.embedding.dense_model,
             "sparse": settings.embedding.sparse_model_id,
             "schema": SCHEMA_VERSION,

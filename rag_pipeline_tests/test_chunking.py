@@ -99,3 +99,22 @@ def test_chunk_ids_are_deterministic() -> None:
     elements = [Element(text=ENGLISH, kind="paragraph")]
     assert [c.chunk_id for c in chunk(elements)] == [c.chunk_id for c in chunk(elements)]
     assert chunk(elements)[0].chunk_id == "d@v#0"
+
+
+def test_a_split_paragraph_becomes_pieces_of_even_size_not_a_stub() -> None:
+    text = ". ".join(ENGLISH.split(". ")[:14]) + "."  # a little over two chunks' worth
+    chunks = chunk([Element(text=text, kind="paragraph")], max_tokens=64, overlap=8)
+    sizes = [c.token_count for c in chunks]
+    assert len(sizes) >= 3 and max(sizes) - min(sizes) <= 16, sizes
+
+
+def test_a_chunk_from_the_middle_of_a_section_starts_with_the_section_path() -> None:
+    elements = [
+        Element(text="Field guide", kind="title", section=("Field guide",)),
+        Element(text="Owls", kind="title", section=("Field guide", "Owls")),
+        Element(text=ENGLISH, kind="paragraph", section=("Field guide", "Owls")),
+    ]
+    chunks = chunk(elements, max_tokens=64)
+    assert chunks[0].text.startswith("Field guide\nOwls\nSentence number 0")
+    assert all(c.text.startswith("Field guide › Owls\nSentence") for c in chunks[1:])
+    assert all(c.token_count + counter().special_tokens <= 64 for c in chunks)

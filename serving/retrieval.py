@@ -19,6 +19,8 @@ import numpy as np
 
 from rag_pipeline.config import RetrievalSettings, Settings
 from rag_pipeline.embedding import DenseEncoder, SparseEncoder
+from rag_pipeline.embedding.models import dense_model_languages
+from rag_pipeline.language import detect_language
 from rag_pipeline.store.schema import Hit, NearestHits, QueryFilter
 
 if TYPE_CHECKING:
@@ -101,10 +103,14 @@ def fuse(nearest: NearestHits, settings: RetrievalSettings) -> list[Candidate]:
         contribution = _contributions(hits, settings)
         for hit in hits:
             candidates[hit.point_id].fused_score += weights[kind] * contribution[hit.point_id]
-    return sorted(
-        candidates.values(),
-        key=lambda c: (-c.fused_score, c.dense_rank or 1 << 30, c.sparse_rank or 1 << 30),
-    )
+    # Equal fused scores (DBSF clips the best to 1.0; a weight of 0 zeroes a ranking) keep the
+    # order of the ranking that weighs more.
+    unranked = 1 << 30
+    if settings.dense_weight >= settings.sparse_weight:
+        order = lambda c: (c.dense_rank or unranked, c.sparse_rank or unranked)  # noqa: E731
+    else:
+        order = lambda c: (c.sparse_rank or unranked, c.dense_rank or unranked)  # noqa: E731
+    return sorted(candidates.values(), key=lambda c: (-c.fused_score, *order(c)))
 
 
 def _contributions(hits: list[Hit], settings: RetrievalSettings) -> dict[str, float]:
@@ -138,6 +144,7 @@ class Retriever:
         self.reranker = reranker
         self.dense = DenseEncoder(settings.embedding, settings.home)
         self.sparse = SparseEncoder(settings.embedding, settings.home)
+        self._dense_languages = dense_model_languages(settings.embedding)
 
     def retrieve(
         self,
@@ -190,20 +197,21 @@ class Retriever:
         *,
         keep: int,
         fusion: RetrievalSettings | None = None,
+        rerank: bool = True,
         timings: dict[str, float] | None = None,
     ) -> tuple[list[Candidate], list[Candidate]]:
         """(every candidate in final order, the passages to answer from).
 
         Fused (by ``fusion``, default the settings'), the best ``rerank_candidates`` reranked
-        when a reranker is configured (they then come first, in rerank order), the first
-        ``keep`` kept if they reach ``min_score``.
+        when a reranker is configured and ``rerank`` (they then come first, in rerank order),
+        the first ``keep`` kept if they reach ``min_score``.
         """
-        config = fusion or self.settings.retrieval
+        config = self._for_language(query, fusion or self.settings.retrieval)
         timings = {} if timings is None else timings
         with _timed(timings, "fuse"):
             candidates = fuse(nearest, config)
         depth = max(config.rerank_candidates, keep)
-        if self.reranker is not None and candidates:
+        if rerank and self.reranker is not None and candidates:
             pool = candidates[:depth]
             with _timed(timings, "rerank"):
                 scores = self.reranker.score(query, [candidate.text for candidate in pool])
@@ -216,6 +224,13 @@ class Retriever:
             if config.min_score is None or candidate.score >= config.min_score
         ]
         return candidates, passages
+
+    def _for_language(self, query: str, config: RetrievalSettings) -> RetrievalSettings:
+        """``config``, with the dense weight lowered when the dense model does not know the
+        query's language (an English model asked in Chinese ranks close to at random)."""
+        if self._dense_languages is None or detect_language(query) in self._dense_languages:
+            return config
+        return config.model_copy(update={"dense_weight": config.foreign_dense_weight})
 
 
 def _normalised(query: str) -> str:

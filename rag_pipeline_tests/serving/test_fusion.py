@@ -1,10 +1,12 @@
 """Fusion of the dense and sparse rankings, by hand-computed cases."""
 
+from pathlib import Path
+
 import pytest
 
-from rag_pipeline.config import RetrievalSettings
+from rag_pipeline.config import RetrievalSettings, load_settings
 from rag_pipeline.store.schema import Hit, NearestHits
-from serving.retrieval import fuse
+from serving.retrieval import Retriever, fuse
 
 
 def _hits(*scored: tuple[str, float]) -> list[Hit]:
@@ -58,3 +60,26 @@ def test_dbsf_matches_qdrant_on_a_hand_computed_case() -> None:
     fused = fuse(NearestHits(dense=[], sparse=NEAREST.sparse), RetrievalSettings(fusion="dbsf"))
     scores = {candidate.point_id: candidate.fused_score for candidate in fused}
     assert scores == pytest.approx({"c": 0.6818, "a": 0.4636, "d": 0.3545}, abs=1e-3)
+
+
+def test_a_query_in_a_language_the_dense_model_lacks_is_ranked_by_keywords(
+    tmp_path: Path,
+) -> None:
+    retriever = Retriever(load_settings(tmp_path), store=None)  # type: ignore[arg-type]
+    english, _ = retriever.rank("owls at night", NEAREST, keep=4, rerank=False)
+    chinese, _ = retriever.rank("猫头鹰在夜间捕猎吗", NEAREST, keep=4, rerank=False)
+    assert [c.point_id for c in english][:2] == ["a", "c"]
+    assert [c.point_id for c in chinese] == ["c", "a", "d", "b"]  # b: found by dense only
+    multilingual = load_settings(tmp_path, embedding={"dense_languages": []})
+    either = Retriever(multilingual, store=None)  # type: ignore[arg-type]
+    assert [c.point_id for c in either.rank("猫头鹰", NEAREST, keep=4)[0]][:2] == ["a", "c"]
+
+
+def test_equal_fused_scores_keep_the_order_of_the_ranking_that_weighs_more() -> None:
+    clipped = NearestHits(
+        dense=_hits(("x", 0.9), ("y", 0.8)),
+        sparse=_hits(("y", 50.0), ("x", 49.0), *[(f"n{i}", 1.0) for i in range(20)]),
+    )
+    keywords = fuse(clipped, RetrievalSettings(fusion="dbsf", dense_weight=0.0))
+    assert keywords[0].fused_score == keywords[1].fused_score == 1.0  # both clipped
+    assert [c.point_id for c in keywords[:2]] == ["y", "x"]

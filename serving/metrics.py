@@ -1,0 +1,64 @@
+"""Ranking metrics as BEIR reports them (trec_eval's definitions), over ranked document lists.
+
+- nDCG@k: gain is the graded relevance itself (trec_eval's, which BEIR uses through
+  pytrec_eval), discount log2(rank + 1); the ideal ranking orders all judged documents by
+  relevance;
+- Recall@k: relevant documents (relevance > 0) in the first k, over all relevant ones;
+- MRR@k: 1 / rank of the first relevant document in the first k, 0 without one.
+
+A ranking is a list of document ids, best first, each at most once (ties must already be broken:
+evaluation code sorts by score, then by id). Queries without any relevant document are left out
+of the means, as BEIR leaves out queries missing from the qrels.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+Qrels = Mapping[str, Mapping[str, int]]  # query id → document id → graded relevance
+
+
+def ndcg_at(ranking: Sequence[str], relevance: Mapping[str, int], k: int) -> float:
+    ideal = sorted((grade for grade in relevance.values() if grade > 0), reverse=True)[:k]
+    ideal_dcg = sum(grade / math.log2(rank + 2) for rank, grade in enumerate(ideal))
+    if ideal_dcg == 0:
+        return 0.0
+    dcg = sum(relevance.get(doc, 0) / math.log2(rank + 2) for rank, doc in enumerate(ranking[:k]))
+    return dcg / ideal_dcg
+
+
+def recall_at(ranking: Sequence[str], relevance: Mapping[str, int], k: int) -> float:
+    relevant = {doc for doc, grade in relevance.items() if grade > 0}
+    if not relevant:
+        return 0.0
+    return len(relevant.intersection(ranking[:k])) / len(relevant)
+
+
+def mrr_at(ranking: Sequence[str], relevance: Mapping[str, int], k: int) -> float:
+    for rank, doc in enumerate(ranking[:k], 1):
+        if relevance.get(doc, 0) > 0:
+            return 1.0 / rank
+    return 0.0
+
+
+def evaluate(rankings: Mapping[str, Sequence[str]], qrels: Qrels) -> dict[str, float]:
+    """Mean nDCG@10, Recall@100 and MRR@10 over the queries with a relevant document.
+
+    A judged query with no ranking (nothing retrieved) counts as zero.
+    """
+    judged = [query for query, grades in qrels.items() if any(g > 0 for g in grades.values())]
+    if not judged:
+        return {"ndcg@10": 0.0, "recall@100": 0.0, "mrr@10": 0.0, "queries": 0}
+    totals = {"ndcg@10": 0.0, "recall@100": 0.0, "mrr@10": 0.0}
+    for query in judged:
+        ranking, grades = rankings.get(query, []), qrels[query]
+        totals["ndcg@10"] += ndcg_at(ranking, grades, 10)
+        totals["recall@100"] += recall_at(ranking, grades, 100)
+        totals["mrr@10"] += mrr_at(ranking, grades, 10)
+    return {name: value / len(judged) for name, value in totals.items()} | {"queries": len(judged)}
+
+
+def rank_by_score(scores: Mapping[str, float]) -> list[str]:
+    """Document ids by score, highest first; equal scores in id order (deterministic)."""
+    return [doc for doc, _ in sorted(scores.items(), key=lambda item: (-item[1], item[0]))]
