@@ -98,6 +98,11 @@ CHUNK_SCHEMA = pa.schema(
         ("token_count", pa.int64()),
         ("lang", pa.string()),
         ("kinds", pa.list_(pa.string())),
+        # "text", or "image" for a picture (its text: the caption, if any)
+        ("modality", pa.string()),
+        ("image_sha256", pa.string()),  # the picture's content hash: its CLIP vector's key
+        ("image_file", pa.string()),  # the picture, relative to the home folder
+        ("phash", pa.string()),
     ]
 )
 

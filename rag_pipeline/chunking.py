@@ -62,6 +62,10 @@ class Chunk:
     token_count: int
     lang: str
     kinds: tuple[str, ...] = ()
+    modality: str = "text"
+    image_sha256: str | None = None
+    image_file: str | None = None
+    phash: str | None = None
 
     @property
     def text_hash(self) -> str:
@@ -332,6 +336,44 @@ def _piece_boxes(piece: _Piece) -> list[ChunkBox]:
     ]
 
 
+def picture_chunks(
+    pictures: list[dict[str, Any]],
+    captions: dict[str, str],
+    *,
+    doc_id: str,
+    version: str,
+    first_index: int,
+    counter: TokenCounter,
+) -> list[Chunk]:
+    """One chunk per picture (a parsed-stage picture record), its caption as its text."""
+    texts = [captions.get(picture["sha256"], "") for picture in pictures]
+    counts = counter.count(texts) if any(texts) else [0] * len(texts)
+    chunks = []
+    for offset, (picture, text, tokens) in enumerate(zip(pictures, texts, counts, strict=True)):
+        page, bbox = picture["page"], picture["bbox"]
+        chunks.append(
+            Chunk(
+                chunk_id=ids.chunk_id(doc_id, version, first_index + offset),
+                doc_id=doc_id,
+                version=version,
+                index=first_index + offset,
+                text=text,
+                page_start=page,
+                page_end=page,
+                bboxes=[ChunkBox(page, *bbox)] if page is not None and bbox else [],
+                section=(),
+                token_count=tokens if text else 0,
+                lang=detect_language(text),
+                kinds=("image",),
+                modality="image",
+                image_sha256=picture["sha256"],
+                image_file=picture["file"],
+                phash=picture["phash"],
+            )
+        )
+    return chunks
+
+
 def chunk_as_record(chunk: Chunk) -> dict[str, Any]:
     """A chunk as one row of the catalog's chunk table."""
     return {
@@ -350,4 +392,8 @@ def chunk_as_record(chunk: Chunk) -> dict[str, Any]:
         "token_count": chunk.token_count,
         "lang": chunk.lang,
         "kinds": list(chunk.kinds),
+        "modality": chunk.modality,
+        "image_sha256": chunk.image_sha256,
+        "image_file": chunk.image_file,
+        "phash": chunk.phash,
     }

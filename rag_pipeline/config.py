@@ -106,6 +106,41 @@ class EmbeddingSettings(BaseModel):
         return copies, self.threads or max(1, cores // copies)
 
 
+class ImageSettings(BaseModel):
+    """Images as documents: pictures in the watched folders and inside PDF, DOCX and PPTX."""
+
+    clip_model: str | None = Field(
+        None,
+        description="An OpenCLIP architecture (e.g. ViT-B-32) whose vectors make images "
+        "searchable by text and by image (needs the 'image' extra). Unset: no image vectors; "
+        "images are still found by their OCR text and captions.",
+    )
+    clip_pretrained: str | None = Field(
+        "laion2b_s34b_b79k",
+        description="OpenCLIP pretrained tag (downloaded from its hub) or a local checkpoint "
+        "file. None: random weights, which only tests want.",
+    )
+    caption_model: str | None = Field(
+        None,
+        description="A BLIP captioning model for transformers (e.g. "
+        "Salesforce/blip-image-captioning-base) or a local folder: captions make images "
+        "searchable by words. Unset: no captions.",
+    )
+    ocr_languages: str | None = Field(
+        "eng+chi_sim",
+        description="Tesseract languages for scanned pages and standalone images (Debian "
+        "tesseract-ocr, tesseract-ocr-chi-sim). None: no OCR.",
+    )
+    ocr_dpi: int = Field(200, ge=72, le=600, description="Resolution scanned pages are read at.")
+    min_side: int = Field(
+        64,
+        ge=1,
+        description="Embedded images with a side shorter than this many pixels (icons, "
+        "bullets, rules) are skipped.",
+    )
+    batch_size: int = Field(16, ge=1, description="Images in one CLIP or caption model call.")
+
+
 class StoreSettings(BaseModel):
     url: str | None = Field(
         None,
@@ -143,6 +178,18 @@ class RetrievalSettings(BaseModel):
     rrf_k: float = Field(60.0, gt=0, description="RRF's k: larger flattens the rank weights.")
     dense_weight: float = Field(1.0, ge=0, description="Weight of the dense ranking in fusion.")
     sparse_weight: float = Field(1.0, ge=0, description="Weight of the sparse ranking.")
+    image_weight: float = Field(
+        0.0,
+        ge=0,
+        description="Weight, in the passages' fusion, of the pictures' ranking by the query "
+        "through CLIP's text tower (when images.clip_model is set). 0: those pictures are "
+        "shown beside the answer (retrieval.pictures), and only pictures whose captions "
+        "match compete with text passages. CLIP's text-to-image similarities are low and "
+        "flat, so normalised fusion would put the best picture near the top of any query.",
+    )
+    pictures: int = Field(
+        8, ge=0, description="Pictures found by CLIP's text tower shown beside an answer."
+    )
     foreign_dense_weight: float = Field(
         0.0,
         ge=0,
@@ -218,6 +265,7 @@ class Settings(BaseSettings):
     parsing: ParsingSettings = ParsingSettings()
     chunking: ChunkingSettings = ChunkingSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
+    images: ImageSettings = ImageSettings()
     store: StoreSettings = StoreSettings()
     dagster: DagsterSettings = DagsterSettings()
     retrieval: RetrievalSettings = RetrievalSettings()

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from rag_pipeline.catalog import Catalog, DocumentRecord
-from rag_pipeline.chunking import chunk_as_record, chunk_document
+from rag_pipeline.chunking import Chunk, chunk_as_record, chunk_document, picture_chunks
 from rag_pipeline.config import Settings
 from rag_pipeline.embedding import (
     DenseEncoder,
@@ -29,18 +29,55 @@ from rag_pipeline.embedding import (
     ensure_dense,
     ensure_sparse,
 )
+from rag_pipeline.embedding.image import (
+    Captioner,
+    ClipEncoder,
+    clip_dim,
+    clip_model_id,
+    ensure_captions,
+    ensure_picture_vectors,
+)
 from rag_pipeline.embedding.models import dense_model_dim
 from rag_pipeline.manifest import describe_file
+from rag_pipeline.parsing import ParseOptions
 from rag_pipeline.parsing.pool import parse_in_workers, start_parser_server
 from rag_pipeline.stages import DocumentTask, StageFiles, element_from_row
 from rag_pipeline.store import VectorStore, open_vector_store
-from rag_pipeline.store.schema import DocumentFacts, IndexPoint, chunk_point
+from rag_pipeline.store.schema import MODALITY_IMAGE, DocumentFacts, IndexPoint, chunk_point
 
 Metadata = dict[str, Any]
 
 logger = logging.getLogger(__name__)
 
 _PREVIEW_CHARS = 300
+
+
+@dataclass(frozen=True, slots=True)
+class VectorModels:
+    """The models whose ids key a point's vectors in the embedding cache."""
+
+    dense: str
+    sparse: str
+    image: str | None  # no image vectors when None
+
+    @classmethod
+    def of(cls, settings: Settings) -> VectorModels:
+        return cls(
+            dense=settings.embedding.dense_model,
+            sparse=settings.embedding.sparse_model_id,
+            image=clip_model_id(settings.images),
+        )
+
+
+def parse_options(settings: Settings) -> ParseOptions:
+    images = settings.images
+    return ParseOptions(
+        ocr_languages=images.ocr_languages,
+        ocr_dpi=images.ocr_dpi,
+        # Pictures are kept only when something can make them searchable.
+        images=bool(images.clip_model or images.caption_model),
+        min_image_side=images.min_side,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +116,14 @@ class Indexer:
     @cached_property
     def sparse(self) -> SparseEncoder:
         return SparseEncoder(self.settings.embedding, self.settings.home)
+
+    @cached_property
+    def clip(self) -> ClipEncoder:
+        return ClipEncoder(self.settings.images)
+
+    @cached_property
+    def captioner(self) -> Captioner:
+        return Captioner(self.settings.images)
 
     @cached_property
     def cache(self) -> EmbeddingCache:
@@ -150,6 +195,7 @@ class Indexer:
             ((task.doc_id, path) for task, path in jobs),
             workers=limits.workers,
             timeout_seconds=limits.timeout_seconds,
+            options=parse_options(self.settings),
         )
         progress = _progress("parsing", "documents")
         loading = self._load_models_in_background() if jobs else None
@@ -163,6 +209,7 @@ class Indexer:
                 entry |= {
                     "pages": outcome.document.page_count or 0,
                     "elements": len(outcome.document.elements),
+                    "pictures": len(outcome.document.images),
                     "title": outcome.document.title or "",
                 }
             else:
@@ -217,12 +264,19 @@ class Indexer:
                     max_tokens=chunking.max_tokens,
                     overlap_tokens=chunking.overlap_tokens,
                 )
+                try:
+                    chunks += self._picture_chunks(
+                        parsed.meta.get("images") or [], task.doc_id, version, len(chunks)
+                    )
+                except Exception as error:  # a captioner that cannot load fails the document
+                    meta["error"] = f"captioning failed: {error}"
                 rows = [chunk_as_record(chunk) for chunk in chunks]
                 meta |= {"title": parsed.meta.get("title"), "pages": parsed.meta.get("pages")}
                 if not rows:
                     meta["error"] = "no text to index after parsing"
                 report[task.doc_id] = {
                     "chunks": len(rows),
+                    "pictures": sum(1 for row in rows if row["modality"] == MODALITY_IMAGE),
                     "tokens": sum(row["token_count"] for row in rows),
                     "seconds": round(time.perf_counter() - started, 3),
                     "preview": rows[0]["text"][:_PREVIEW_CHARS] if rows else "",
@@ -231,6 +285,28 @@ class Indexer:
                 report[task.doc_id] = {"error": meta["error"]}
             self.stages.write_chunks(task.doc_id, version, rows, meta)
         return report
+
+    def _picture_chunks(
+        self, pictures: list[dict[str, Any]], doc_id: str, version: str, first_index: int
+    ) -> list[Chunk]:
+        """A chunk per picture, captioned when a captioner is configured."""
+        images = self.settings.images
+        if not pictures:
+            return []
+        captions: dict[str, str] = {}
+        if images.caption_model:
+            files = {p["sha256"]: self.settings.home / p["file"] for p in pictures}
+            captions = ensure_captions(self.captioner, files, self.cache)
+        if not images.clip_model:  # without image vectors, only captioned pictures are found
+            pictures = [p for p in pictures if captions.get(p["sha256"])]
+        return picture_chunks(
+            pictures,
+            captions,
+            doc_id=doc_id,
+            version=version,
+            first_index=first_index,
+            counter=self.dense.tokens,
+        )
 
     def _chunk_rows(self, doc_ids: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
         """The current version's chunks of every document to index (empty when it failed)."""
@@ -268,7 +344,10 @@ class Indexer:
         ensure: Callable[[dict[str, str], Callable[[int, int], None]], set[str]],
         progress: Callable[[int, int], None],
     ) -> dict[str, Metadata]:
-        per_document = self._chunk_rows(doc_ids)
+        per_document = {
+            doc_id: [row for row in rows if row["text"]]  # an uncaptioned picture has no text
+            for doc_id, rows in self._chunk_rows(doc_ids).items()
+        }
         texts = {row["text_hash"]: row["text"] for rows in per_document.values() for row in rows}
         started = time.perf_counter()
         embedded = ensure(texts, progress)
@@ -289,13 +368,50 @@ class Indexer:
             }
         return report
 
+    # -- image_embeddings ----------------------------------------------------------------------
+
+    def embed_pictures(self, doc_ids: Iterable[str]) -> dict[str, Metadata]:
+        """CLIP vectors of the run's pictures (nothing to do when images.clip_model is unset)."""
+        if not self.settings.images.clip_model:
+            return {}
+        per_document = {
+            doc_id: [row for row in rows if row["modality"] == MODALITY_IMAGE]
+            for doc_id, rows in self._chunk_rows(doc_ids).items()
+        }
+        files = {
+            row["image_sha256"]: self.settings.home / row["image_file"]
+            for rows in per_document.values()
+            for row in rows
+        }
+        started = time.perf_counter()
+        embedded = ensure_picture_vectors(
+            self.clip, files, self.cache, _progress("image embeddings", "pictures")
+        )
+        report: dict[str, Metadata] = {}
+        for doc_id, rows in per_document.items():
+            if rows:
+                hashes = {row["image_sha256"] for row in rows}
+                report[doc_id] = {
+                    "model": self.clip.model_id,
+                    "pictures": len(rows),
+                    "embedded": len(hashes & embedded),
+                    "cached": len(hashes - embedded),
+                }
+        if files:
+            report["*"] = {
+                "embedded": len(embedded),
+                "cached": len(files) - len(embedded),
+                "seconds": round(time.perf_counter() - started, 3),
+            }
+        return report
+
     # -- qdrant_points -------------------------------------------------------------------------
 
     def write_points(self, doc_ids: Iterable[str]) -> dict[str, Metadata]:
         """Upsert each document's new version, delete its older ones, and commit the catalog."""
         doc_ids = list(doc_ids)
         store = self.store
-        store.ensure_collection(dense_model_dim(self.settings.embedding, self.settings.home))
+        store.ensure_collection(*vector_sizes(self.settings))
         known = self.catalog.documents()
         report: dict[str, Metadata] = {}
         for doc_id in doc_ids:
@@ -365,6 +481,9 @@ class Indexer:
         self.store.upsert(points)
         self.store.delete_document(task.doc_id, keep_version=file.version)
         self.catalog.write_chunks(task.doc_id, rows)
+        self.stages.keep_pictures(
+            task.doc_id, {row["image_file"] for row in rows if row["image_file"]}
+        )
         record.state = "indexed"
         record.indexed_version = file.version
         record.error = None
@@ -389,7 +508,7 @@ class Indexer:
             sha256=file.sha256,
             mtime=file.mtime_ns / 1e9,
         )
-        return points_from_cache(rows, facts, self.cache, self.dense.model_id, self.sparse.model_id)
+        return points_from_cache(rows, facts, self.cache, VectorModels.of(self.settings))
 
     # -- checks --------------------------------------------------------------------------------
 
@@ -430,17 +549,19 @@ class Indexer:
         return CheckOutcome(not failures, failures, {"points": len(owners)})
 
     def check_vector_size(self) -> CheckOutcome:
-        expected = dense_model_dim(self.settings.embedding, self.settings.home)
-        actual = self.store.dense_size()
-        passed = actual in (None, expected)
-        failures = (
-            {}
-            if passed
-            else {"*": f"collection vectors are {actual}-d, the model gives {expected}"}
-        )
-        return CheckOutcome(
-            passed, failures, {"model": self.settings.embedding.dense_model, "dim": expected}
-        )
+        dense, image = vector_sizes(self.settings)
+        failures: dict[str, str] = {}
+        if self.store.dense_size() not in (None, dense):
+            failures["*"] = f"text vectors are {self.store.dense_size()}-d, the model gives {dense}"
+        elif self.store.dense_size() is not None and self.store.image_size() != image:
+            failures["*"] = (
+                f"image vectors are {self.store.image_size() or 'absent'}, CLIP gives "
+                f"{image or 'none'}"
+            )
+        summary: Metadata = {"model": self.settings.embedding.dense_model, "dim": dense}
+        if image:
+            summary |= {"image_model": clip_model_id(self.settings.images), "image_dim": image}
+        return CheckOutcome(not failures, failures, summary)
 
     def check_no_silent_empty(self, doc_ids: Iterable[str]) -> CheckOutcome:
         known = self.catalog.documents()
@@ -456,25 +577,42 @@ class Indexer:
         return CheckOutcome(not failures, failures, {})
 
 
+def vector_sizes(settings: Settings) -> tuple[int, int | None]:
+    """(text vector size, image vector size or None): the collection's layout."""
+    return dense_model_dim(settings.embedding, settings.home), clip_dim(settings.images)
+
+
 def points_from_cache(
     rows: list[dict[str, Any]],
     facts: DocumentFacts,
     cache: EmbeddingCache,
-    dense_model: str,
-    sparse_model: str,
+    models: VectorModels,
 ) -> list[IndexPoint]:
     """A document's chunk rows as points, their vectors read from the embedding cache.
 
-    Chunks whose vectors are not cached are left out (the caller compares the counts).
+    A chunk with text needs both text vectors, a picture its image vector when pictures have
+    vectors. Chunks missing one are left out (the caller compares the counts).
     """
-    hashes = [row["text_hash"] for row in rows]
-    dense = cache.get_many(dense_model, hashes)
-    sparse = cache.get_many(sparse_model, hashes)
+    hashes = [row["text_hash"] for row in rows if row["text"]]
+    dense = cache.get_many(models.dense, hashes)
+    sparse = cache.get_many(models.sparse, hashes)
+    pictures = [row["image_sha256"] for row in rows if row["modality"] == MODALITY_IMAGE]
+    images = cache.get_many(models.image, pictures) if models.image and pictures else {}
     points: list[IndexPoint] = []
     for row in rows:
         text_hash = row["text_hash"]
-        if text_hash in dense and text_hash in sparse:
+        has_text = bool(row["text"])
+        if has_text and not (text_hash in dense and text_hash in sparse):
+            continue
+        image = None
+        if row["modality"] == MODALITY_IMAGE and models.image:
+            if row["image_sha256"] not in images:
+                continue
+            image = np.frombuffer(images[row["image_sha256"]], dtype=np.float32)
+        text_vectors = None
+        if has_text:
             vector = SparseVector.from_bytes(sparse[text_hash])
-            dense_vector = np.frombuffer(dense[text_hash], dtype=np.float32)
-            points.append(chunk_point(row, facts, dense_vector, (vector.indices, vector.values)))
+            text_vectors = (vector.indices, vector.values)
+        dense_vector = np.frombuffer(dense[text_hash], dtype=np.float32) if has_text else None
+        points.append(chunk_point(row, facts, dense_vector, text_vectors, image))
     return points

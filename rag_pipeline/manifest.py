@@ -18,7 +18,8 @@ from rag_pipeline import ids
 from rag_pipeline.catalog import Catalog, DocumentRecord
 from rag_pipeline.chunking import CHUNKER_VERSION
 from rag_pipeline.config import Settings
-from rag_pipeline.parsing import PARSER_VERSIONS, format_of
+from rag_pipeline.embedding.image import clip_dim, clip_model_id
+from rag_pipeline.parsing import PARSER_VERSIONS, PICTURE_FORMATS, format_of
 
 # Bump when the payload or the way points are built changes.
 SCHEMA_VERSION = "points-1"
@@ -75,15 +76,26 @@ def source_labels(folders: list[Path]) -> dict[str, Path]:
 
 
 def pipeline_version(settings: Settings, file_type: str) -> str:
-    return ids.fingerprint(
-        {
-            "parser": PARSER_VERSIONS[file_type],
-            "chunking": [CHUNKER_VERSION, settings.chunking.model_dump()],
-            "dense": settings.embedding.dense_model,
-            "sparse": settings.embedding.sparse_model_id,
-            "schema": SCHEMA_VERSION,
-        }
-    )
+    images = settings.images
+    described: dict[str, object] = {
+        "parser": PARSER_VERSIONS[file_type],
+        "chunking": [CHUNKER_VERSION, settings.chunking.model_dump()],
+        "dense": settings.embedding.dense_model,
+        "sparse": settings.embedding.sparse_model_id,
+        "schema": SCHEMA_VERSION,
+    }
+    if images.clip_model:
+        # The collection's layout: another image vector size rebuilds the collection.
+        described["image_dim"] = clip_dim(images)
+    if file_type in PICTURE_FORMATS:
+        described["images"] = [
+            clip_model_id(images),
+            images.caption_model,
+            images.ocr_languages,
+            images.ocr_dpi,
+            images.min_side,
+        ]
+    return ids.fingerprint(described)
 
 
 def scan_sources(

@@ -10,6 +10,7 @@ and read than Parquet for the small tables of one document.
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -66,7 +67,45 @@ class StageResult:
 
 class StageFiles:
     def __init__(self, home: Path) -> None:
+        self.home = home
         self.folder = home / "stages"
+
+    def pictures_folder(self, doc_id: str) -> Path:
+        """Where a document's pictures are kept (PNG by content hash), for embedding and display.
+
+        Outside ``stages/``: the chat page shows them as long as the document is indexed.
+        """
+        return self.home / "images" / ids.storage_key(doc_id)
+
+    def _write_pictures(self, doc_id: str, parsed: ParsedDocument) -> list[dict[str, Any]]:
+        folder = self.pictures_folder(doc_id)
+        records = []
+        for picture in parsed.images:
+            path = folder / f"{picture.sha256}.png"
+            if not path.exists():
+                write_atomically(
+                    path, lambda temporary, data=picture.data: Path(temporary).write_bytes(data)
+                )
+            records.append(
+                {
+                    "sha256": picture.sha256,
+                    "phash": picture.phash,
+                    "width": picture.width,
+                    "height": picture.height,
+                    "page": picture.page,
+                    "bbox": list(picture.bbox) if picture.bbox else None,
+                    "file": path.relative_to(self.home).as_posix(),
+                }
+            )
+        return records
+
+    def keep_pictures(self, doc_id: str, files: set[str]) -> None:
+        """Delete the document's picture files that ``files`` (relative to the home) omits."""
+        folder = self.pictures_folder(doc_id)
+        if folder.is_dir():
+            for path in folder.iterdir():
+                if path.relative_to(self.home).as_posix() not in files:
+                    path.unlink(missing_ok=True)
 
     def _path(self, stage: str, doc_id: str, suffix: str) -> Path:
         return self.folder / stage / f"{ids.storage_key(doc_id)}{suffix}"
@@ -101,6 +140,7 @@ class StageFiles:
                 "title": parsed.title,
                 "pages": parsed.page_count,
                 "page_sizes": parsed.page_sizes,
+                "images": self._write_pictures(doc_id, parsed),
             }
         self._write(
             "parsed_pages", doc_id, pa.Table.from_pylist(rows, schema=_ELEMENT_SCHEMA), meta
@@ -129,6 +169,7 @@ class StageFiles:
             ("chunks", _TABLE_SUFFIX),
         ):
             self._path(stage, doc_id, suffix).unlink(missing_ok=True)
+        shutil.rmtree(self.pictures_folder(doc_id), ignore_errors=True)
 
     def _write(self, stage: str, doc_id: str, table: pa.Table, meta: dict[str, Any]) -> None:
         table = table.replace_schema_metadata({_META_KEY: json.dumps(meta, ensure_ascii=False)})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import numpy as np
 import pymupdf
 
 # Lines as set, the second ending in a hyphenated word.
@@ -146,5 +147,59 @@ def long_pdf(path: Path, pages: int) -> Path:
     while doc.page_count < pages:
         copy = pymupdf.open("pdf", doc.tobytes())
         doc.insert_pdf(copy, to_page=min(copy.page_count, pages - doc.page_count) - 1)
+    doc.save(path)
+    return path
+
+
+def text_picture(path: Path, lines: list[str], *, fontname: str = "helv", dpi: int = 150) -> Path:
+    """An image of typed text (a photo of a notice, a screenshot): PNG, JPEG… by its suffix."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=420, height=40 + 26 * len(lines))
+    for number, line in enumerate(lines):
+        page.insert_text((24, 34 + 26 * number), line, fontsize=16, fontname=fontname)
+    pixmap = page.get_pixmap(dpi=dpi)
+    from PIL import Image
+
+    Image.frombytes("RGB", (pixmap.width, pixmap.height), pixmap.samples).save(path)
+    return path
+
+
+def scanned_pdf(path: Path, lines: list[str], *, fontname: str = "helv") -> Path:
+    """A scan: each page one picture of typed text, no text layer."""
+    picture = text_picture(path.with_suffix(".scan.png"), lines, fontname=fontname, dpi=200)
+    doc = pymupdf.open()
+    page = doc.new_page(width=595, height=842)
+    page.insert_image(
+        pymupdf.Rect(40, 60, 555, 60 + 515 * (40 + 26 * len(lines)) / 420), filename=picture
+    )
+    doc.save(path)
+    picture.unlink()
+    return path
+
+
+def photo(seed: int, size: tuple[int, int] = (320, 240)) -> bytes:
+    """A picture with structure at every scale (distinct seeds give unrelated pictures): PNG."""
+    from PIL import Image
+
+    generator = np.random.default_rng(seed)
+    coarse = generator.integers(0, 256, (6, 8, 3), dtype=np.uint8)
+    picture = Image.fromarray(coarse).resize(size, Image.Resampling.BICUBIC)
+    buffer = io.BytesIO()
+    picture.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def pdf_with_figures(path: Path, *, pages: int = 3) -> Path:
+    """Text pages, each with its own figure, a logo on every page, and a tiny icon on page 1."""
+    logo, icon = photo(1000, (120, 60)), photo(1001, (24, 24))
+    doc = pymupdf.open()
+    for number in range(1, pages + 1):
+        page = doc.new_page(width=595, height=842)
+        page.insert_text((72, 72), f"Chapter {number}: field observations", fontsize=14)
+        page.insert_text((72, 100), f"Figure {number} shows the site as surveyed.", fontsize=10)
+        page.insert_image(pymupdf.Rect(100, 200, 420, 440), stream=photo(number))
+        page.insert_image(pymupdf.Rect(480, 20, 570, 65), stream=logo)
+        if number == 1:
+            page.insert_image(pymupdf.Rect(72, 120, 84, 132), stream=icon)
     doc.save(path)
     return path

@@ -65,6 +65,7 @@ class Answer:
     text: str = ""
     cited: list[int] = field(default_factory=list)
     passages: list[Candidate] = field(default_factory=list)  # passage n is passages[n - 1]
+    pictures: list[Candidate] = field(default_factory=list)  # shown beside it (CLIP search)
     backend: str = ""
     supported: bool = True  # False when no passage could back an answer
 
@@ -86,7 +87,7 @@ def answer(
 ) -> Iterator[Answer]:
     """Stream an answer to ``question`` from ``retrieval``'s passages; the last one is final."""
     passages = list(retrieval.passages)
-    state = Answer(passages=passages, backend=answerer.name)
+    state = Answer(passages=passages, pictures=list(retrieval.pictures), backend=answerer.name)
     if not passages:
         state.supported = False
         state.text = nothing_found(question, retrieval)

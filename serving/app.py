@@ -3,7 +3,9 @@
 Answers stream into the chat with their citation markers as links; under the chat the cited
 passages are listed by file; a click on a citation (in the answer or in the list) shows its page
 with the passage highlighted, or the passage in its text, beside a link to the original file.
-Conversations are kept and can be reopened or deleted; the last query traces are one tab away.
+Pictures among the passages show as a gallery; with CLIP configured, an uploaded image finds the
+pictures like it and the pages that hold them. Conversations are kept and can be reopened or
+deleted; the last query traces are one tab away.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -22,7 +25,7 @@ from rag_pipeline.store.schema import QueryFilter
 from serving.answer import Answer
 from serving.assistant import Assistant, Source
 from serving.preview import PreviewError, preview
-from serving.retrieval import QueryError
+from serving.retrieval import Candidate, QueryError
 
 # Gradio reads these when it builds the page; without them it looks for updates and counts use.
 for _name, _value in (("GRADIO_ANALYTICS_ENABLED", "False"), ("HF_HUB_DISABLE_TELEMETRY", "1")):
@@ -80,6 +83,18 @@ def build_page(assistant: Assistant) -> gr.Blocks:
                     after = gr.Textbox(label="Modified after (YYYY-MM-DD)")
                     before = gr.Textbox(label="Modified before (YYYY-MM-DD)")
                 gr.Markdown(notice, elem_id="rerank-notice")
+                with gr.Accordion(
+                    "Search by image", open=False, visible=assistant.searches_pictures
+                ):
+                    query_picture = gr.Image(
+                        label="Image",
+                        type="pil",
+                        sources=["upload", "clipboard"],
+                        elem_id="query-picture",
+                    )
+                    find_similar = gr.Button(
+                        "Find similar pictures", size="sm", elem_id="find-similar"
+                    )
             with gr.Column(scale=3):
                 chat = gr.Chatbot(label="Answers", height=460, buttons=["copy"], elem_id="chat")
                 question = gr.Textbox(
@@ -88,6 +103,10 @@ def build_page(assistant: Assistant) -> gr.Blocks:
                 evidence = gr.HTML(
                     "", js_on_load=_CITATION_CLICKS, elem_id="evidence", elem_classes="evidence"
                 )
+                gallery = gr.Gallery(
+                    label="Pictures", columns=4, height=240, visible=False, elem_id="pictures"
+                )
+                shown_pictures = gr.State([])  # chunk id of each picture in the gallery
             with gr.Column(scale=2):
                 shown_page = gr.Image(
                     label="Cited page",
@@ -111,7 +130,7 @@ def build_page(assistant: Assistant) -> gr.Blocks:
         ) -> Iterator[tuple[Any, ...]]:
             text = (text or "").strip()
             if not text:
-                yield history, "", conversation_id, gr.skip(), gr.skip()
+                yield history, "", conversation_id, gr.skip(), gr.skip(), gr.skip(), gr.skip()
                 return
             try:
                 query_filter = _query_filter(*chosen)
@@ -122,7 +141,7 @@ def build_page(assistant: Assistant) -> gr.Blocks:
             try:
                 for opened, final in assistant.ask(text, conversation_id, query_filter):
                     shown = [*history, {"role": "assistant", "content": _linked(final)}]
-                    yield shown, "", opened, gr.skip(), gr.skip()
+                    yield shown, "", opened, gr.skip(), gr.skip(), gr.skip(), gr.skip()
             except QueryError as error:
                 raise gr.Error(str(error)) from error
             sources = [Source.of(n, final.passages[n - 1]).as_dict() for n in final.cited]
@@ -132,7 +151,18 @@ def build_page(assistant: Assistant) -> gr.Blocks:
                 opened,
                 _conversation_choices(assistant, opened),
                 _evidence_html(sources),
+                *_gallery(assistant, [*final.passages, *final.pictures]),
             )
+
+        def search_by_picture(picture: Any, *chosen: Any) -> tuple[Any, ...]:
+            if picture is None:
+                raise gr.Error("Choose an image to search with first.")
+            try:
+                found = assistant.search_pictures(picture, _query_filter(*chosen))
+            except (QueryError, ValueError) as error:
+                raise gr.Error(str(error)) from error
+            sources = [Source.of(n, candidate).as_dict() for n, candidate in enumerate(found, 1)]
+            return _evidence_html(sources), *_gallery(assistant, found)
 
         def open_conversation(conversation_id: str | None) -> tuple[Any, ...]:
             if not conversation_id:
@@ -150,8 +180,14 @@ def build_page(assistant: Assistant) -> gr.Blocks:
             return [], None, "", _conversation_choices(assistant, None)
 
         def show_citation(event: gr.SelectData) -> tuple[Any, str]:
+            return show_chunk(str(event.value))
+
+        def show_picture(chunk_ids: list[str], event: gr.SelectData) -> tuple[Any, str]:
+            return show_chunk(chunk_ids[event.index])
+
+        def show_chunk(chunk_id: str) -> tuple[Any, str]:
             try:
-                shown = preview(settings, str(event.value))
+                shown = preview(settings, chunk_id)
             except PreviewError as error:
                 return gr.Image(value=None, visible=False), f"<p>{html.escape(str(error))}</p>"
             link = f"/api/file?doc_id={quote(shown.doc_id)}"
@@ -176,8 +212,17 @@ def build_page(assistant: Assistant) -> gr.Blocks:
         question.submit(
             ask,
             [question, conversation, chat, *filters],
-            [chat, question, conversation, conversations, evidence],
+            [chat, question, conversation, conversations, evidence, gallery, shown_pictures],
             api_name="ask",
+        )
+        find_similar.click(
+            search_by_picture,
+            [query_picture, *filters],
+            [evidence, gallery, shown_pictures],
+            api_name="similar_pictures",
+        )
+        gallery.select(
+            show_picture, shown_pictures, [shown_page, shown_text], api_visibility="private"
         )
         conversations.input(
             open_conversation, conversations, [chat, conversation, evidence], api_name="open"
@@ -263,6 +308,21 @@ def _evidence_html(sources: list[dict[str, Any]]) -> str:
             )
     parts.append("</div>")
     return "\n".join(parts)
+
+
+def _gallery(assistant: Assistant, found: list[Candidate]) -> tuple[Any, list[str]]:
+    """The pictures among ``found`` as a gallery (hidden when none), and their chunk ids."""
+    items, chunk_ids = [], []
+    for candidate in found:
+        if candidate.payload.get("chunk_id") in chunk_ids:
+            continue
+        picture = assistant.picture(candidate)
+        if picture is not None:
+            payload = candidate.payload
+            page = f" · p. {payload['page']}" if payload.get("page") else ""
+            items.append((picture, f"{Path(payload.get('file_path', '')).name}{page}"))
+            chunk_ids.append(payload.get("chunk_id", ""))
+    return gr.Gallery(value=items or None, visible=bool(items)), chunk_ids
 
 
 def _conversation_choices(assistant: Assistant, selected: str | None) -> Any:

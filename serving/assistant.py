@@ -10,16 +10,20 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from rag_pipeline.config import Settings
-from rag_pipeline.store.schema import QueryFilter
+from rag_pipeline.store.schema import MODALITY_IMAGE, QueryFilter
 from serving.answer import Answer, Message, answer, load_answerer
 from serving.history import History
+from serving.preview import PreviewError, picture_file
 from serving.replica import RefreshLoop, open_serving_store
 from serving.rerank import load_reranker
 from serving.retrieval import Candidate, Retrieval, Retriever
+
+if TYPE_CHECKING:
+    from PIL.Image import Image
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +49,8 @@ class Source:
     def of(cls, number: int, passage: Candidate) -> Source:
         payload = passage.payload
         text = " ".join(passage.text.split())
+        if not text and payload.get("modality") == MODALITY_IMAGE:
+            text = "(a picture)"
         return cls(
             number=number,
             doc_id=payload.get("doc_id", ""),
@@ -112,6 +118,30 @@ class Assistant:
                 Source.of(number, final.passages[number - 1]).as_dict() for number in final.cited
             ]
             self.history.add_message(conversation_id, "assistant", final.text, sources)
+
+    @property
+    def searches_pictures(self) -> bool:
+        """Whether pictures have CLIP vectors, so that an image can be a query."""
+        return self.retriever.clip is not None
+
+    def search_pictures(
+        self, picture: Image, query_filter: QueryFilter | None = None, k: int = 12
+    ) -> list[Candidate]:
+        """The indexed pictures most like ``picture``, best first."""
+        return self.retriever.search_by_picture(picture, query_filter, limit=k)
+
+    def picture(self, candidate: Candidate) -> Image | None:
+        """A found picture to show: the stored copy of a picture hit, None for text hits."""
+        from PIL import Image
+
+        if candidate.payload.get("modality") != MODALITY_IMAGE:
+            return None
+        row = {"chunk_id": candidate.payload.get("chunk_id"), **candidate.payload}
+        try:
+            with Image.open(picture_file(self.settings, row)) as opened:
+                return opened.convert("RGB")
+        except (PreviewError, OSError):  # re-indexed or deleted since it was found
+            return None
 
     def search_documents(self, query: str, k: int) -> list[dict[str, Any]]:
         """The search API's answer: passages grouped by document, best document first.

@@ -160,6 +160,8 @@ class History:
                 "dense_score": candidate.dense_score,
                 "sparse_rank": candidate.sparse_rank,
                 "sparse_score": candidate.sparse_score,
+                "image_rank": candidate.image_rank,
+                "image_score": candidate.image_score,
                 "fused_score": candidate.fused_score,
                 "rerank_score": candidate.rerank_score,
             }

@@ -1,5 +1,6 @@
 """A cited passage shown where it stands: its PDF page rendered with the passage's boxes
-highlighted, or, for other formats, the passage in the text around it.
+highlighted, an image file with the boxes of the words read in it, a picture from a Word or
+PowerPoint file as it was extracted, or, for other formats, the passage in the text around it.
 
 Everything is looked up by chunk or document id in the catalog, never by a path the request
 names, and a file is read only when its real path lies inside a watched folder: no request can
@@ -9,6 +10,7 @@ read anything else (``../``, absolute paths and symbolic links out of the folder
 from __future__ import annotations
 
 import html
+import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ from typing import Any
 from rag_pipeline import ids
 from rag_pipeline.catalog import Catalog, DocumentRecord
 from rag_pipeline.config import Settings
+from rag_pipeline.store.schema import MODALITY_IMAGE
 
 HIGHLIGHT = (1.0, 0.78, 0.0)  # amber, visible on white and on scans
 _CONTEXT_CHARS = 600
@@ -30,7 +33,7 @@ class Preview:
     doc_id: str
     chunk_id: str
     page: int | None
-    png: bytes | None  # the rendered page, for PDFs
+    png: bytes | None  # the rendered page (PDF) or picture (image file, extracted picture)
     html: str  # the passage in context (for every format; the caption for PDFs)
 
 
@@ -68,10 +71,47 @@ def preview(settings: Settings, chunk_id: str, *, dpi: int = 110) -> Preview:
     record, path = source_file(settings, row["doc_id"])
     context = passage_in_context(rows, position)
     page = row["page_start"]
-    if record.file_type != "pdf" or page is None:
-        return Preview(row["doc_id"], chunk_id, page, None, context)
     boxes = [box for box in row["bboxes"] if box["page"] == page]
-    return Preview(row["doc_id"], chunk_id, page, render_page(path, page, boxes, dpi=dpi), context)
+    png: bytes | None = None
+    if record.file_type == "pdf" and page is not None:
+        png = render_page(path, page, boxes, dpi=dpi)
+    elif record.file_type == "image":
+        # The picture itself needs no frame around all of it; words read in it do.
+        png = render_picture(path, [] if row["modality"] == MODALITY_IMAGE else boxes)
+    elif row["modality"] == MODALITY_IMAGE:
+        png = picture_file(settings, row).read_bytes()
+    return Preview(row["doc_id"], chunk_id, page, png, context)
+
+
+def picture_file(settings: Settings, row: dict[str, Any]) -> Path:
+    """The stored picture of a picture chunk (a catalog row), only from the home's images."""
+    folder = (settings.home / "images").resolve()
+    path = (settings.home / (row.get("image_file") or "")).resolve()
+    if not path.is_relative_to(folder) or not path.is_file():
+        raise PreviewError(f"the picture of {row['chunk_id']!r} is gone")
+    return path
+
+
+def render_picture(path: Path, boxes: list[dict[str, float]], *, most_side: int = 1400) -> bytes:
+    """PNG of an image file with ``boxes`` (its own pixels) highlighted, scaled to fit."""
+    from PIL import Image, ImageDraw, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as opened:
+            picture = opened.convert("RGB")
+    except (UnidentifiedImageError, OSError) as error:
+        raise PreviewError(f"cannot read the image {path.name}: {error}") from error
+    overlay = Image.new("RGBA", picture.size, (0, 0, 0, 0))
+    draw = ImageDraw.Draw(overlay)
+    amber = tuple(round(255 * channel) for channel in HIGHLIGHT)
+    for box in boxes:
+        rectangle = (box["x0"] - 2, box["y0"] - 2, box["x1"] + 2, box["y1"] + 2)
+        draw.rectangle(rectangle, fill=(*amber, 77), outline=(*amber, 255), width=2)
+    shown = Image.alpha_composite(picture.convert("RGBA"), overlay).convert("RGB")
+    shown.thumbnail((most_side, most_side))
+    encoded = io.BytesIO()
+    shown.save(encoded, format="PNG")
+    return encoded.getvalue()
 
 
 def render_page(path: Path, page_number: int, boxes: list[dict[str, float]], *, dpi: int) -> bytes:

@@ -24,11 +24,10 @@ import numpy as np
 from rag_pipeline.catalog import Catalog, DocumentRecord
 from rag_pipeline.config import Settings
 from rag_pipeline.embedding import EmbeddingCache
-from rag_pipeline.embedding.models import dense_model_dim
-from rag_pipeline.indexing import points_from_cache
+from rag_pipeline.indexing import VectorModels, points_from_cache, vector_sizes
 from rag_pipeline.store import open_vector_store
 from rag_pipeline.store.edge import EdgeStore
-from rag_pipeline.store.schema import DocumentFacts, NearestHits, QueryFilter
+from rag_pipeline.store.schema import DocumentFacts, Hit, NearestHits, QueryFilter
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +40,12 @@ class ServingStore(Protocol):
         *,
         limit: int,
         query_filter: QueryFilter | None = None,
+        image: np.ndarray | None = None,
     ) -> NearestHits: ...
+
+    def nearest_pictures(
+        self, image: np.ndarray, *, limit: int, query_filter: QueryFilter | None = None
+    ) -> list[Hit]: ...
 
     def refresh(self) -> RefreshReport:
         """Take in what indexing runs changed since the last refresh."""
@@ -76,8 +80,16 @@ class _SharedStore:
         *,
         limit: int,
         query_filter: QueryFilter | None = None,
+        image: np.ndarray | None = None,
     ) -> NearestHits:
-        return self._store.nearest(dense, sparse, limit=limit, query_filter=query_filter)
+        return self._store.nearest(
+            dense, sparse, limit=limit, query_filter=query_filter, image=image
+        )
+
+    def nearest_pictures(
+        self, image: np.ndarray, *, limit: int, query_filter: QueryFilter | None = None
+    ) -> list[Hit]:
+        return self._store.nearest_pictures(image, limit=limit, query_filter=query_filter)
 
     def refresh(self) -> RefreshReport:
         return RefreshReport()
@@ -92,7 +104,7 @@ class EmbeddedReplica:
         self.catalog = Catalog(settings.home)
         self.path = replica_path(settings)
         self._store = EdgeStore(self.path)
-        self._store.ensure_collection(dense_model_dim(settings.embedding, settings.home))
+        self._store.ensure_collection(*vector_sizes(settings))
         self._lock = threading.Lock()  # one search or one document's update at a time
         self._held = {doc_id: version for doc_id, version in self._store.point_owners().values()}
         self._seen: tuple[int, int] | None = None  # the catalog file refreshed from last
@@ -105,9 +117,18 @@ class EmbeddedReplica:
         *,
         limit: int,
         query_filter: QueryFilter | None = None,
+        image: np.ndarray | None = None,
     ) -> NearestHits:
         with self._lock:
-            return self._store.nearest(dense, sparse, limit=limit, query_filter=query_filter)
+            return self._store.nearest(
+                dense, sparse, limit=limit, query_filter=query_filter, image=image
+            )
+
+    def nearest_pictures(
+        self, image: np.ndarray, *, limit: int, query_filter: QueryFilter | None = None
+    ) -> list[Hit]:
+        with self._lock:
+            return self._store.nearest_pictures(image, limit=limit, query_filter=query_filter)
 
     def refresh(self) -> RefreshReport:
         stamp = self._catalog_stamp()
@@ -159,10 +180,7 @@ class EmbeddedReplica:
             sha256=record.sha256,
             mtime=record.mtime_ns / 1e9,
         )
-        embedding = self.settings.embedding
-        points = points_from_cache(
-            rows, facts, cache, embedding.dense_model, embedding.sparse_model_id
-        )
+        points = points_from_cache(rows, facts, cache, VectorModels.of(self.settings))
         if len(points) < len(rows):
             return False
         with self._lock:

@@ -1,4 +1,4 @@
-"""Hybrid retrieval: dense and sparse nearest neighbours, fused, reranked, thresholded.
+"""Hybrid retrieval: dense, sparse (and CLIP image) nearest neighbours, fused, reranked, cut.
 
 One Qdrant search returns the nearest points by each vector (``VectorStore.nearest``); they are
 fused here rather than inside Qdrant so that every fusion method (RRF, DBSF, min-max sums, with
@@ -19,11 +19,14 @@ import numpy as np
 
 from rag_pipeline.config import RetrievalSettings, Settings
 from rag_pipeline.embedding import DenseEncoder, SparseEncoder
+from rag_pipeline.embedding.image import ClipEncoder
 from rag_pipeline.embedding.models import dense_model_languages
 from rag_pipeline.language import detect_language
 from rag_pipeline.store.schema import Hit, NearestHits, QueryFilter
 
 if TYPE_CHECKING:
+    from PIL.Image import Image
+
     from serving.rerank import Reranker
 
 
@@ -39,12 +42,20 @@ class Searchable(Protocol):
         *,
         limit: int,
         query_filter: QueryFilter | None = None,
+        image: np.ndarray | None = None,
     ) -> NearestHits: ...
+
+    def nearest_pictures(
+        self, image: np.ndarray, *, limit: int, query_filter: QueryFilter | None = None
+    ) -> list[Hit]: ...
+
+
+_RANKINGS = ("dense", "sparse", "image")
 
 
 @dataclass(slots=True)
 class Candidate:
-    """A point found by the dense or the sparse search (or both), with its fused score."""
+    """A point found by the dense, sparse or image search (or several), with its fused score."""
 
     point_id: str
     payload: dict[str, Any]
@@ -52,6 +63,8 @@ class Candidate:
     dense_score: float | None = None
     sparse_rank: int | None = None
     sparse_score: float | None = None
+    image_rank: int | None = None  # by the query through CLIP's text tower, or by a picture
+    image_score: float | None = None
     fused_score: float = 0.0
     rerank_score: float | None = None
 
@@ -77,6 +90,7 @@ class Candidate:
             "text": self.text,
             "score": self.score,
             "modality": payload.get("modality", "text"),
+            "image_file": payload.get("image_file"),
         }
 
 
@@ -88,29 +102,37 @@ class Retrieval:
     passages: list[Candidate]  # what an answer is built from: reranked, cut, thresholded
     reranker: str | None  # the reranker's name, or None when the fused order stands
     timings_ms: dict[str, float] = field(default_factory=dict)
+    pictures: list[Candidate] = field(default_factory=list)  # nearest by CLIP's text tower
 
 
 def fuse(nearest: NearestHits, settings: RetrievalSettings) -> list[Candidate]:
-    """Merge the dense and sparse rankings into one, best first."""
+    """Merge the dense, sparse and image rankings into one, best first."""
+    rankings = {"dense": nearest.dense, "sparse": nearest.sparse, "image": nearest.image}
+    weights = {
+        "dense": settings.dense_weight,
+        "sparse": settings.sparse_weight,
+        "image": settings.image_weight,
+    }
     candidates: dict[str, Candidate] = {}
-    for kind, hits in (("dense", nearest.dense), ("sparse", nearest.sparse)):
+    # A ranking weighted 0 brings no candidates of its own; its ranks are kept for traces.
+    for kind in sorted(rankings, key=lambda kind: weights[kind] == 0):
+        hits = rankings[kind]
+        contribution = _contributions(hits, settings)
         for rank, hit in enumerate(hits, 1):
+            if weights[kind] == 0 and hit.point_id not in candidates:
+                continue
             candidate = candidates.setdefault(hit.point_id, Candidate(hit.point_id, hit.payload))
             setattr(candidate, f"{kind}_rank", rank)
             setattr(candidate, f"{kind}_score", hit.score)
-    weights = {"dense": settings.dense_weight, "sparse": settings.sparse_weight}
-    for kind, hits in (("dense", nearest.dense), ("sparse", nearest.sparse)):
-        contribution = _contributions(hits, settings)
-        for hit in hits:
-            candidates[hit.point_id].fused_score += weights[kind] * contribution[hit.point_id]
+            candidate.fused_score += weights[kind] * contribution[hit.point_id]
     # Equal fused scores (DBSF clips the best to 1.0; a weight of 0 zeroes a ranking) keep the
     # order of the ranking that weighs more.
     unranked = 1 << 30
-    if settings.dense_weight >= settings.sparse_weight:
-        order = lambda c: (c.dense_rank or unranked, c.sparse_rank or unranked)  # noqa: E731
-    else:
-        order = lambda c: (c.sparse_rank or unranked, c.dense_rank or unranked)  # noqa: E731
-    return sorted(candidates.values(), key=lambda c: (-c.fused_score, *order(c)))
+    order = sorted(_RANKINGS, key=lambda kind: -weights[kind])
+    return sorted(
+        candidates.values(),
+        key=lambda c: (-c.fused_score, *(getattr(c, f"{kind}_rank") or unranked for kind in order)),
+    )
 
 
 def _contributions(hits: list[Hit], settings: RetrievalSettings) -> dict[str, float]:
@@ -144,6 +166,8 @@ class Retriever:
         self.reranker = reranker
         self.dense = DenseEncoder(settings.embedding, settings.home)
         self.sparse = SparseEncoder(settings.embedding, settings.home)
+        # Pictures are searched by CLIP's text tower too, when they have CLIP vectors.
+        self.clip = ClipEncoder(settings.images) if settings.images.clip_model else None
         self._dense_languages = dense_model_languages(settings.embedding)
 
     def retrieve(
@@ -162,6 +186,12 @@ class Retriever:
         text = _normalised(query)
         nearest = self.search(text, query_filter, limit=max(config.prefetch, keep), timings=timings)
         candidates, passages = self.rank(text, nearest, keep=keep, timings=timings)
+        by_id = {candidate.point_id: candidate for candidate in candidates}
+        pictures = [
+            by_id.get(hit.point_id)
+            or Candidate(hit.point_id, hit.payload, image_rank=rank, image_score=hit.score)
+            for rank, hit in enumerate(nearest.image[: config.pictures], 1)
+        ]
         return Retrieval(
             query=text,
             query_filter=query_filter,
@@ -169,6 +199,7 @@ class Retriever:
             passages=passages,
             reranker=self.reranker.name if self.reranker else None,
             timings_ms=timings,
+            pictures=pictures,
         )
 
     def search(
@@ -185,10 +216,34 @@ class Retriever:
         with _timed(timings, "embed"):
             dense = self.dense.embed_query(text)
             sparse = self.sparse.embed_query(text)
+            image = self.clip.embed_query(text) if self.clip else None
         with _timed(timings, "search"):
             return self.store.nearest(
-                dense, (sparse.indices, sparse.values), limit=limit, query_filter=query_filter
+                dense,
+                (sparse.indices, sparse.values),
+                limit=limit,
+                query_filter=query_filter,
+                image=image,
             )
+
+    def search_by_picture(
+        self, picture: Image, query_filter: QueryFilter | None = None, *, limit: int = 12
+    ) -> list[Candidate]:
+        """The pictures most like ``picture`` (and so the pages that hold them), best first."""
+        if self.clip is None:
+            raise QueryError("search by image needs a CLIP model (images.clip_model)")
+        vector = self.clip.embed_pictures([picture.convert("RGB")])[0]
+        hits = self.store.nearest_pictures(vector, limit=limit, query_filter=query_filter)
+        return [
+            Candidate(
+                hit.point_id,
+                hit.payload,
+                image_rank=rank,
+                image_score=hit.score,
+                fused_score=hit.score,
+            )
+            for rank, hit in enumerate(hits, 1)
+        ]
 
     def rank(
         self,

@@ -127,18 +127,30 @@ def sparse_embeddings(
     return record_per_document(context, indexing.indexer.embed_sparse(context.partition_keys))
 
 
+@asset(
+    **_PER_DOCUMENT,
+    deps=[chunks],
+    description="CLIP vectors of the document's pictures (OpenCLIP, images.clip_model); only "
+    "pictures not in the embedding cache are embedded. Nothing when no CLIP model is set.",
+)
+def image_embeddings(
+    context: AssetExecutionContext, indexing: IndexingResource
+) -> MaterializeResult:
+    return record_per_document(context, indexing.indexer.embed_pictures(context.partition_keys))
+
+
 _QDRANT_POINTS = AssetKey("qdrant_points")
 CHECKS = {
     "every_chunk_has_point": "Each indexed document has exactly one point per chunk.",
     "no_orphan_points": "Every point belongs to a document's indexed version.",
-    "vector_size_matches_model": "The collection's dense vectors have the model's size.",
+    "vector_size_matches_model": "The collection's text and image vectors have the models' sizes.",
     "no_document_silently_empty": "No document indexed without chunks or failed without a reason.",
 }
 
 
 @asset(
     **_PER_DOCUMENT,
-    deps=[dense_embeddings, sparse_embeddings],
+    deps=[dense_embeddings, sparse_embeddings, image_embeddings],
     description="The document's points in the vector store (new version upserted, older ones "
     "deleted) and its catalog rows.",
     check_specs=[
@@ -191,5 +203,6 @@ document_assets = [
     chunks,
     dense_embeddings,
     sparse_embeddings,
+    image_embeddings,
     qdrant_points,
 ]

@@ -5,23 +5,28 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
-from rag_pipeline.parsing import markdown, office, pdf, text
+from rag_pipeline.parsing import images, markdown, office, pdf, text
 from rag_pipeline.parsing.elements import (
     BBox,
     Element,
     ElementKind,
     ParsedDocument,
+    ParsedImage,
     ParseError,
+    ParseOptions,
     TextBox,
 )
 
 __all__ = [
     "PARSER_VERSIONS",
+    "PICTURE_FORMATS",
     "BBox",
     "Element",
     "ElementKind",
     "ParseError",
+    "ParseOptions",
     "ParsedDocument",
+    "ParsedImage",
     "TextBox",
     "detect_format",
     "format_of",
@@ -50,6 +55,7 @@ EXTENSIONS: dict[str, str] = {
     ".epub": "epub",
     ".odt": "odt",
     ".rtf": "rtf",
+    **dict.fromkeys(images.EXTENSIONS, "image"),
 }
 
 # Bumping a parser's version re-indexes the documents of its formats, and only those.
@@ -58,6 +64,7 @@ PARSER_VERSIONS: dict[str, str] = {
     "markdown": markdown.PARSER_VERSION,
     "text": text.PARSER_VERSION,
     "table": text.PARSER_VERSION,
+    "image": images.PARSER_VERSION,
     **{file_format: office.PARSER_VERSION for file_format in office.PARTITIONERS},
 }
 
@@ -113,15 +120,22 @@ def _zip_format(path: Path) -> str | None:
     return next((fmt for member, fmt in _ZIP_MEMBERS.items() if member in names), None)
 
 
-def parse_document(path: Path) -> ParsedDocument:
+# Formats whose documents can hold pictures (and so depend on the image settings).
+PICTURE_FORMATS = frozenset({"pdf", "docx", "pptx", "image"})
+
+
+def parse_document(path: Path, options: ParseOptions | None = None) -> ParsedDocument:
     """Parse one file. Raises ParseError with a reason a user can act on."""
+    options = options or ParseOptions()
     if not path.is_file():
         raise ParseError("the file disappeared before it could be read")
     if path.stat().st_size == 0:
         raise ParseError("the file is empty (0 bytes)")
     file_format = detect_format(path)
     if file_format == "pdf":
-        parsed = pdf.parse_pdf(path)
+        parsed = pdf.parse_pdf(path, options)
+    elif file_format == "image":
+        parsed = images.parse_image(path, options)
     elif file_format == "markdown":
         parsed = markdown.parse_markdown(path)
     elif file_format == "text":
@@ -129,7 +143,7 @@ def parse_document(path: Path) -> ParsedDocument:
     elif file_format == "table":
         parsed = text.parse_table_file(path)
     else:
-        parsed = office.parse_office(path, file_format)
-    if not any(element.text.strip() for element in parsed.elements):
+        parsed = office.parse_office(path, file_format, options)
+    if not parsed.images and not any(element.text.strip() for element in parsed.elements):
         raise ParseError("no text found in the document")
     return parsed

@@ -30,12 +30,36 @@ class Element:
     boxes: tuple[TextBox, ...] = ()  # finer positions, for highlighting part of a long element
 
 
+@dataclass(frozen=True, slots=True)
+class ParsedImage:
+    """A picture worth indexing: a standalone image file, or one found inside a document."""
+
+    data: bytes  # PNG, downscaled to at most MAX_IMAGE_SIDE pixels a side
+    sha256: str  # of the original image bytes: equal pictures share one vector per model
+    phash: str  # 64-bit perceptual hash, hex: near-identical pictures are kept once
+    width: int  # of the original, in pixels
+    height: int
+    page: int | None = None
+    bbox: BBox | None = None  # on its page; for a standalone image, in its own pixels
+
+
+@dataclass(frozen=True, slots=True)
+class ParseOptions:
+    """What parsing may do beyond reading text; the same for every document of a run."""
+
+    ocr_languages: str | None = None  # tesseract's "eng+chi_sim"; None: no OCR
+    ocr_dpi: int = 200
+    images: bool = False  # keep pictures (standalone and embedded) for image search
+    min_image_side: int = 64
+
+
 @dataclass(slots=True)
 class ParsedDocument:
     elements: list[Element]
     title: str | None = None
     page_count: int | None = None
     page_sizes: list[tuple[float, float]] = field(default_factory=list)  # (width, height) per page
+    images: list[ParsedImage] = field(default_factory=list)
 
 
 class ParseError(Exception):

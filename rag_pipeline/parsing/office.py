@@ -12,13 +12,20 @@ import os
 import re
 from pathlib import Path
 
-from rag_pipeline.parsing.elements import Element, ElementKind, ParsedDocument, ParseError
+from rag_pipeline.parsing.elements import (
+    Element,
+    ElementKind,
+    ParsedDocument,
+    ParseError,
+    ParseOptions,
+)
+from rag_pipeline.parsing.images import office_pictures
 
 # unstructured phones home at import and per call unless told not to; set before it is imported.
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
 
-PARSER_VERSION = "office-1"
+PARSER_VERSION = "office-2"
 
 # format → (module under unstructured.partition, function)
 PARTITIONERS: dict[str, tuple[str, str]] = {
@@ -44,7 +51,7 @@ _CJK = "\u3000-\u303f\u3400-\u9fff\uff00-\uffef"
 _SPACE_BETWEEN_CJK = re.compile(rf"(?<=[{_CJK}])\s+(?=[{_CJK}])")
 
 
-def parse_office(path: Path, file_format: str) -> ParsedDocument:
+def parse_office(path: Path, file_format: str, options: ParseOptions) -> ParsedDocument:
     _require_offline_spacy_model()
     module, function = PARTITIONERS[file_format]
     partition = getattr(importlib.import_module(f"unstructured.partition.{module}"), function)
@@ -75,13 +82,19 @@ def parse_office(path: Path, file_format: str) -> ParsedDocument:
         elements.append(
             Element(text=text, kind=kind, page=element.metadata.page_number, section=section)
         )
-    if not elements:
+    pictures = office_pictures(path, file_format, options.min_image_side) if options.images else []
+    if not elements and not pictures:
         raise ParseError(f"the {file_format.upper()} file has no text")
     title = next((e.text for e in elements if e.kind == "title"), None)
     if file_format == "eml":
         title = getattr(raw[0].metadata, "subject", None) or title
     pages = [e.page for e in elements if e.page]
-    return ParsedDocument(elements=elements, title=title, page_count=max(pages) if pages else None)
+    return ParsedDocument(
+        elements=elements,
+        title=title,
+        page_count=max(pages) if pages else None,
+        images=pictures,
+    )
 
 
 def _section_path(element: object, by_id: dict, file_format: str) -> tuple[str, ...]:

@@ -20,9 +20,18 @@ from pathlib import Path
 
 import numpy as np
 
-from rag_pipeline.parsing.elements import BBox, Element, ParsedDocument, ParseError, TextBox
+from rag_pipeline.parsing import ocr
+from rag_pipeline.parsing.elements import (
+    BBox,
+    Element,
+    ParsedDocument,
+    ParseError,
+    ParseOptions,
+    TextBox,
+)
+from rag_pipeline.parsing.images import pdf_pictures
 
-PARSER_VERSION = "pdf-1"
+PARSER_VERSION = "pdf-2"
 
 _MARGIN = 0.09  # share of the page height where running headers and footers live
 _HEADING_SIZE_RATIO = 1.15
@@ -60,7 +69,8 @@ class _Block:
         return self.bbox[3] - self.bbox[1]
 
 
-def parse_pdf(path: Path) -> ParsedDocument:
+def parse_pdf(path: Path, options: ParseOptions) -> ParsedDocument:
+    """Text blocks of every page; pages with no text layer (scans) read by OCR when enabled."""
     import pymupdf
 
     try:
@@ -74,16 +84,32 @@ def parse_pdf(path: Path) -> ParsedDocument:
             raise ParseError("the PDF has no pages")
         page_sizes: list[tuple[float, float]] = []
         pages: list[list[_Block]] = []
+        scanned: set[int] = set()
         for page in doc:
             page_sizes.append((page.rect.width, page.rect.height))
-            pages.append(_read_blocks(page))
+            blocks = _read_blocks(page)
+            if not blocks and options.ocr_languages and page.get_images():
+                blocks = _ocr_blocks(page, options.ocr_languages, options.ocr_dpi)
+                scanned.add(page.number + 1)
+            pages.append(blocks)
         metadata_title = (doc.metadata or {}).get("title") or None
+        # A scanned page is one picture of the page: its words are what it holds.
+        pictures = (
+            [p for p in pdf_pictures(doc, options.min_image_side) if p.page not in scanned]
+            if options.images
+            else []
+        )
 
     _drop_running_headers_and_footers(pages, page_sizes)
     all_blocks = [block for blocks in pages for block in blocks]
-    if not any(block.text.strip() for block in all_blocks):
+    if not any(block.text.strip() for block in all_blocks) and not pictures:
         raise ParseError(
-            "no text layer: the PDF holds only images (a scan?); OCR is not enabled for PDFs"
+            "no text found: the PDF holds no text layer"
+            + (
+                " and OCR read no words in it"
+                if options.ocr_languages
+                else " (a scan?) and OCR is off (images.ocr_languages)"
+            )
         )
     ordered = [
         block
@@ -93,8 +119,31 @@ def parse_pdf(path: Path) -> ParsedDocument:
     elements = _elements_with_sections(ordered)
     title = _document_title(metadata_title, elements)
     return ParsedDocument(
-        elements=elements, title=title, page_count=len(page_sizes), page_sizes=page_sizes
+        elements=elements,
+        title=title,
+        page_count=len(page_sizes),
+        page_sizes=page_sizes,
+        images=pictures,
     )
+
+
+def _ocr_blocks(page: object, languages: str, dpi: int) -> list[_Block]:
+    """The page rendered at ``dpi`` and read by OCR: one block per paragraph, in PDF points."""
+    from PIL import Image
+
+    pixmap = page.get_pixmap(dpi=dpi)  # type: ignore[attr-defined]
+    picture = Image.frombytes("RGB", (pixmap.width, pixmap.height), pixmap.samples)
+    scale = 72 / dpi
+    paragraphs: dict[int, list[_Line]] = {}
+    for line in ocr.read_lines(picture, languages):
+        x0, y0, x1, y1 = (value * scale for value in line.bbox)
+        # A line's box is about its font size high: what heading detection compares.
+        size = round((y1 - y0) * 2) / 2
+        paragraphs.setdefault(line.paragraph, []).append(
+            _Line(text=line.text, bbox=(x0, y0, x1, y1), size=size, bold=False)
+        )
+    page_number = page.number + 1  # type: ignore[attr-defined]
+    return [_block(page_number, lines) for lines in paragraphs.values()]
 
 
 def _read_blocks(page: object) -> list[_Block]:

@@ -16,7 +16,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from rag_pipeline.parsing import ParsedDocument, ParseError, parse_document
+from rag_pipeline.parsing import ParsedDocument, ParseError, ParseOptions, parse_document
+
+_Job = tuple[str, str, ParseOptions]  # (key, path, options)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +37,12 @@ def _work(connection: multiprocessing.connection.Connection) -> None:
             return
         if job is None:
             return
-        key, path = job
+        key, path, options = job
         try:
-            result: tuple[ParsedDocument | None, str | None] = (parse_document(Path(path)), None)
+            result: tuple[ParsedDocument | None, str | None] = (
+                parse_document(Path(path), options),
+                None,
+            )
         except ParseError as error:
             result = (None, str(error))
         except Exception as error:  # a parser bug must fail one document, not the batch
@@ -51,10 +56,10 @@ class _Worker:
         self.process = context.Process(target=_work, args=(child,), daemon=True)
         self.process.start()
         child.close()
-        self.job: tuple[str, str] | None = None
+        self.job: _Job | None = None
         self.started = 0.0
 
-    def submit(self, job: tuple[str, str]) -> None:
+    def submit(self, job: _Job) -> None:
         self.job, self.started = job, time.monotonic()
         self.connection.send(job)
 
@@ -91,10 +96,15 @@ def start_parser_server() -> multiprocessing.context.ForkServerContext:
 
 
 def parse_in_workers(
-    jobs: Iterable[tuple[str, Path]], *, workers: int, timeout_seconds: float
+    jobs: Iterable[tuple[str, Path]],
+    *,
+    workers: int,
+    timeout_seconds: float,
+    options: ParseOptions | None = None,
 ) -> Iterator[ParseOutcome]:
     """Parse ``(key, path)`` jobs; yield one outcome per job as soon as it is known."""
-    pending = deque((key, str(path)) for key, path in jobs)
+    options = options or ParseOptions()
+    pending = deque((key, str(path), options) for key, path in jobs)
     if not pending:
         return
     context = start_parser_server()
@@ -113,7 +123,7 @@ def parse_in_workers(
             for index, worker in enumerate(pool):
                 if worker.job is None:
                     continue
-                key, _ = worker.job
+                key = worker.job[0]
                 elapsed = time.monotonic() - worker.started
                 if worker.connection in ready:
                     try:

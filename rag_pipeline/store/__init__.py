@@ -8,7 +8,7 @@ from typing import Protocol
 import numpy as np
 
 from rag_pipeline.config import Settings
-from rag_pipeline.store.schema import IndexPoint, NearestHits, QueryFilter
+from rag_pipeline.store.schema import Hit, IndexPoint, NearestHits, QueryFilter
 
 
 class StoreError(Exception):
@@ -20,8 +20,11 @@ class StoreBusyError(StoreError):
 
 
 class VectorStore(Protocol):
-    def ensure_collection(self, dense_dim: int) -> None:
-        """Create the collection if missing; fail clearly if it exists with other vector sizes."""
+    def ensure_collection(self, dense_dim: int, image_dim: int | None = None) -> None:
+        """Create the collection if missing; fail clearly if it exists with other vector sizes.
+
+        ``image_dim``: the size of the pictures' CLIP vectors, None when there are none.
+        """
 
     def upsert(self, points: Sequence[IndexPoint]) -> None: ...
 
@@ -36,6 +39,9 @@ class VectorStore(Protocol):
     def dense_size(self) -> int | None:
         """The size of the dense text vectors, or None when there is no collection yet."""
 
+    def image_size(self) -> int | None:
+        """The size of the image vectors, or None when the collection has none."""
+
     def nearest(
         self,
         dense: np.ndarray,
@@ -43,12 +49,19 @@ class VectorStore(Protocol):
         *,
         limit: int,
         query_filter: QueryFilter | None = None,
+        image: np.ndarray | None = None,
     ) -> NearestHits:
-        """The ``limit`` nearest points by the dense and by the sparse vector, in one search.
+        """The ``limit`` nearest points by the dense, the sparse and the image vector (when
+        ``image``, a CLIP text-tower vector, is given and pictures have vectors), in one search.
 
         Fusion happens in ``serving.retrieval``, where each ranking is also kept for traces and
         evaluation.
         """
+
+    def nearest_pictures(
+        self, image: np.ndarray, *, limit: int, query_filter: QueryFilter | None = None
+    ) -> list[Hit]:
+        """The ``limit`` pictures nearest to a CLIP vector (search by image)."""
 
     def close(self) -> None: ...
 

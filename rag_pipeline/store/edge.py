@@ -19,6 +19,7 @@ import numpy as np
 from rag_pipeline.store import StoreBusyError, StoreError
 from rag_pipeline.store.schema import (
     DENSE_VECTOR,
+    IMAGE_VECTOR,
     INDEXED_FIELDS,
     RANGE_FIELDS,
     SPARSE_VECTOR,
@@ -61,7 +62,7 @@ class EdgeStore:
                     ) from error
                 time.sleep(0.2)
 
-    def ensure_collection(self, dense_dim: int) -> None:
+    def ensure_collection(self, dense_dim: int, image_dim: int | None = None) -> None:
         from qdrant_edge import (
             Distance,
             EdgeConfig,
@@ -74,15 +75,17 @@ class EdgeStore:
         )
 
         if self._shard is not None:
-            size = self.dense_size()
-            if size in (None, dense_dim):
+            if self.dense_size() == dense_dim and self.image_size() == image_dim:
                 return
-            # A model with another vector size changes every document's version, so all of
-            # them are re-indexed in this run anyway: start the shard afresh.
+            # Vector sizes are part of every document's version (manifest.pipeline_version), so
+            # all documents are re-indexed in this run anyway: start the shard afresh.
             self._shard.close()
             shutil.rmtree(self.path)
+        vectors = {DENSE_VECTOR: EdgeVectorParams(size=dense_dim, distance=Distance.Cosine)}
+        if image_dim:
+            vectors[IMAGE_VECTOR] = EdgeVectorParams(size=image_dim, distance=Distance.Cosine)
         config = EdgeConfig(
-            vectors={DENSE_VECTOR: EdgeVectorParams(size=dense_dim, distance=Distance.Cosine)},
+            vectors=vectors,
             sparse_vectors={SPARSE_VECTOR: EdgeSparseVectorParams(modifier=Modifier.Idf)},
         )
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -102,6 +105,11 @@ class EdgeStore:
         if self._shard is None:
             return None
         return self._shard_config()["vectors"][DENSE_VECTOR]["size"]
+
+    def image_size(self) -> int | None:
+        if self._shard is None:
+            return None
+        return self._shard_config()["vectors"].get(IMAGE_VECTOR, {}).get("size")
 
     def _shard_config(self) -> dict[str, Any]:
         import json
@@ -164,6 +172,7 @@ class EdgeStore:
         *,
         limit: int,
         query_filter: QueryFilter | None = None,
+        image: np.ndarray | None = None,
     ) -> NearestHits:
         from qdrant_edge import Query, QueryBatchRequest, QueryRequest, SparseVector
 
@@ -175,7 +184,9 @@ class EdgeStore:
             Query.Nearest(dense.tolist(), using=DENSE_VECTOR),
             Query.Nearest(SparseVector(indices.tolist(), values.tolist()), using=SPARSE_VECTOR),
         ]
-        dense_hits, sparse_hits = self._shard.query_batch(
+        if image is not None and self.image_size():
+            searches.append(Query.Nearest(image.tolist(), using=IMAGE_VECTOR))
+        found = self._shard.query_batch(
             QueryBatchRequest(
                 [
                     QueryRequest(limit=limit, query=search, filter=selection, with_payload=True)
@@ -183,10 +194,25 @@ class EdgeStore:
                 ]
             )
         )
-        return NearestHits(
-            [Hit(str(point.id), point.score, point.payload or {}) for point in dense_hits],
-            [Hit(str(point.id), point.score, point.payload or {}) for point in sparse_hits],
+        hits = [[Hit(str(p.id), p.score, p.payload or {}) for p in points] for points in found]
+        return NearestHits(*hits)
+
+    def nearest_pictures(
+        self, image: np.ndarray, *, limit: int, query_filter: QueryFilter | None = None
+    ) -> list[Hit]:
+        from qdrant_edge import Query, QueryRequest
+
+        if self._shard is None or not self.image_size():
+            return []
+        found = self._shard.query(
+            QueryRequest(
+                limit=limit,
+                query=Query.Nearest(image.tolist(), using=IMAGE_VECTOR),
+                filter=_edge_filter(query_filter),
+                with_payload=True,
+            )
         )
+        return [Hit(str(point.id), point.score, point.payload or {}) for point in found]
 
     def close(self) -> None:
         if self._shard is not None:
@@ -201,6 +227,8 @@ def _vectors(point: IndexPoint, sparse_type: type) -> dict[str, Any]:
     if point.sparse is not None:
         indices, values = point.sparse
         vectors[SPARSE_VECTOR] = sparse_type(indices.tolist(), values.tolist())
+    if point.image is not None:
+        vectors[IMAGE_VECTOR] = point.image.tolist()
     return vectors
 
 

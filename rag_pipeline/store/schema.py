@@ -6,7 +6,7 @@ serving, evaluation) reads these payload fields.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -15,13 +15,14 @@ from rag_pipeline import ids
 
 DENSE_VECTOR = "text_dense"  # cosine
 SPARSE_VECTOR = "text_sparse"  # IDF modifier: Qdrant turns term weights into BM25 scores
-IMAGE_VECTOR = "image"  # added by the image pipeline to the same collection
+IMAGE_VECTOR = "image"  # cosine; CLIP vectors of pictures (declared when images.clip_model is set)
 
 # Payload fields with a keyword index, and with a float index (filters on them are fast).
 INDEXED_FIELDS = ("doc_id", "modality", "lang", "version", "file_type")
 RANGE_FIELDS = ("mtime",)
 
 MODALITY_TEXT = "text"
+MODALITY_IMAGE = "image"  # a picture: its CLIP vector, and its caption's text vectors if any
 
 
 @dataclass(slots=True)
@@ -30,6 +31,7 @@ class IndexPoint:
     payload: dict[str, Any]
     dense: np.ndarray | None = None
     sparse: tuple[np.ndarray, np.ndarray] | None = None  # (indices, values)
+    image: np.ndarray | None = None
 
 
 @dataclass(slots=True)
@@ -41,10 +43,11 @@ class Hit:
 
 @dataclass(slots=True)
 class NearestHits:
-    """The nearest points by each text vector, best first, as one search returns them."""
+    """The nearest points by each vector, best first, as one search returns them."""
 
     dense: list[Hit]
     sparse: list[Hit]
+    image: list[Hit] = field(default_factory=list)  # by a CLIP query vector, when one was given
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,16 +106,22 @@ class DocumentFacts:
 def chunk_point(
     chunk: dict[str, Any],
     document: DocumentFacts,
-    dense: np.ndarray,
-    sparse: tuple[np.ndarray, np.ndarray],
+    dense: np.ndarray | None,
+    sparse: tuple[np.ndarray, np.ndarray] | None,
+    image: np.ndarray | None = None,
 ) -> IndexPoint:
-    """A catalog chunk row (see ``chunking.chunk_as_record``) as a text point."""
+    """A catalog chunk row (see ``chunking.chunk_as_record``) as a point.
+
+    A text chunk has both text vectors; a picture has its CLIP vector and, when it has a
+    caption, the caption's text vectors.
+    """
     bboxes = chunk["bboxes"]
     first = bboxes[0] if bboxes else None
     return IndexPoint(
         point_id=ids.point_id(chunk["chunk_id"]),
         dense=dense,
         sparse=sparse,
+        image=image,
         payload={
             "doc_id": document.doc_id,
             "chunk_id": chunk["chunk_id"],
@@ -126,11 +135,20 @@ def chunk_point(
             "bbox": [first["x0"], first["y0"], first["x1"], first["y1"]] if first else None,
             "bboxes": bboxes,
             "lang": chunk["lang"],
-            "modality": MODALITY_TEXT,
+            "modality": chunk.get("modality") or MODALITY_TEXT,
             "version": document.version,
             "sha256": document.sha256,
             "mtime": document.mtime,
             "text": chunk["text"],
             "token_count": chunk["token_count"],
+            **(
+                {
+                    "image_file": chunk["image_file"],
+                    "phash": chunk["phash"],
+                    "caption": chunk["text"],
+                }
+                if chunk.get("modality") == MODALITY_IMAGE
+                else {}
+            ),
         },
     )

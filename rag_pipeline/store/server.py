@@ -15,6 +15,7 @@ from rag_pipeline.config import StoreSettings
 from rag_pipeline.store import StoreError
 from rag_pipeline.store.schema import (
     DENSE_VECTOR,
+    IMAGE_VECTOR,
     INDEXED_FIELDS,
     RANGE_FIELDS,
     SPARSE_VECTOR,
@@ -49,23 +50,29 @@ class QdrantServerStore:
     def _exists(self) -> bool:
         return self.client.collection_exists(self.collection)
 
-    def ensure_collection(self, dense_dim: int) -> None:
+    def ensure_collection(self, dense_dim: int, image_dim: int | None = None) -> None:
         from qdrant_client import models
 
-        size = self.dense_size()
-        if size == dense_dim:
+        size, image_size = self.dense_size(), self.image_size()
+        if (size, image_size) == (dense_dim, image_dim):
             return
         if size is not None:
             raise StoreError(
-                f"the Qdrant collection {self.collection!r} holds {size}-dimensional vectors but "
-                f"the dense model gives {dense_dim}: index into a new collection "
+                f"the Qdrant collection {self.collection!r} holds {size}-d text and "
+                f"{image_size or 'no'} image vectors but the models give {dense_dim}-d text and "
+                f"{image_dim or 'no'} image vectors: index into a new collection "
                 "(RAG_PIPELINE_STORE__COLLECTION) or delete this one"
+            )
+        vectors = {
+            DENSE_VECTOR: models.VectorParams(size=dense_dim, distance=models.Distance.COSINE)
+        }
+        if image_dim:
+            vectors[IMAGE_VECTOR] = models.VectorParams(
+                size=image_dim, distance=models.Distance.COSINE
             )
         self.client.create_collection(
             self.collection,
-            vectors_config={
-                DENSE_VECTOR: models.VectorParams(size=dense_dim, distance=models.Distance.COSINE)
-            },
+            vectors_config=vectors,
             sparse_vectors_config={
                 SPARSE_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)
             },
@@ -84,6 +91,13 @@ class QdrantServerStore:
             return None
         vectors = self.client.get_collection(self.collection).config.params.vectors
         return vectors[DENSE_VECTOR].size if isinstance(vectors, dict) else None
+
+    def image_size(self) -> int | None:
+        if not self._exists():
+            return None
+        vectors = self.client.get_collection(self.collection).config.params.vectors
+        image = vectors.get(IMAGE_VECTOR) if isinstance(vectors, dict) else None
+        return image.size if image else None
 
     def upsert(self, points: Sequence[IndexPoint]) -> None:
         from qdrant_client import models
@@ -150,6 +164,7 @@ class QdrantServerStore:
         *,
         limit: int,
         query_filter: QueryFilter | None = None,
+        image: np.ndarray | None = None,
     ) -> NearestHits:
         from qdrant_client import models
 
@@ -157,11 +172,13 @@ class QdrantServerStore:
             return NearestHits([], [])
         selection = _filter(query_filter)
         indices, values = sparse
-        searches = [
+        searches: list[tuple[object, str]] = [
             (dense.tolist(), DENSE_VECTOR),
             (models.SparseVector(indices=indices.tolist(), values=values.tolist()), SPARSE_VECTOR),
         ]
-        dense_hits, sparse_hits = self.client.query_batch_points(
+        if image is not None and self.image_size():
+            searches.append((image.tolist(), IMAGE_VECTOR))
+        found = self.client.query_batch_points(
             self.collection,
             [
                 models.QueryRequest(
@@ -170,10 +187,26 @@ class QdrantServerStore:
                 for query, using in searches
             ],
         )
-        return NearestHits(
-            [Hit(str(point.id), point.score, point.payload or {}) for point in dense_hits.points],
-            [Hit(str(point.id), point.score, point.payload or {}) for point in sparse_hits.points],
+        hits = [
+            [Hit(str(p.id), p.score, p.payload or {}) for p in response.points]
+            for response in found
+        ]
+        return NearestHits(*hits)
+
+    def nearest_pictures(
+        self, image: np.ndarray, *, limit: int, query_filter: QueryFilter | None = None
+    ) -> list[Hit]:
+        if not self.image_size():
+            return []
+        found = self.client.query_points(
+            self.collection,
+            query=image.tolist(),
+            using=IMAGE_VECTOR,
+            limit=limit,
+            query_filter=_filter(query_filter),
+            with_payload=True,
         )
+        return [Hit(str(point.id), point.score, point.payload or {}) for point in found.points]
 
     def close(self) -> None:
         self.client.close()
@@ -190,6 +223,8 @@ def _vectors(point: IndexPoint) -> dict[str, object]:
         vectors[SPARSE_VECTOR] = models.SparseVector(
             indices=indices.tolist(), values=values.tolist()
         )
+    if point.image is not None:
+        vectors[IMAGE_VECTOR] = point.image.tolist()
     return vectors
 
 

@@ -29,9 +29,26 @@ def test_rrf_sums_reciprocal_ranks() -> None:
 
 
 def test_weights_scale_each_ranking() -> None:
+    fused = fuse(NEAREST, RetrievalSettings(fusion="rrf", rrf_k=1, sparse_weight=0.5))
+    scores = {candidate.point_id: candidate.fused_score for candidate in fused}
+    assert scores == pytest.approx({"a": 1 / 2 + 1 / 6, "c": 1 / 4 + 1 / 4, "b": 1 / 3, "d": 1 / 8})
+
+
+def test_a_ranking_weighted_zero_brings_no_candidates_but_keeps_its_ranks() -> None:
     fused = fuse(NEAREST, RetrievalSettings(fusion="rrf", rrf_k=1, dense_weight=0.0))
-    assert [candidate.point_id for candidate in fused][:2] == ["c", "a"]
-    assert fused[-1].fused_score == 0.0  # b: found by dense only
+    assert [candidate.point_id for candidate in fused] == ["c", "a", "d"]  # b: dense only
+    assert fused[1].dense_rank == 1 and fused[1].fused_score == pytest.approx(1 / 3)
+
+
+def test_pictures_found_by_clip_join_the_passages_only_when_weighted() -> None:
+    nearest = NearestHits(
+        dense=NEAREST.dense, sparse=NEAREST.sparse, image=_hits(("p", 0.3), ("a", 0.2))
+    )
+    unweighted = fuse(nearest, RetrievalSettings(fusion="rrf", rrf_k=1))
+    assert "p" not in {candidate.point_id for candidate in unweighted}
+    assert next(c for c in unweighted if c.point_id == "a").image_rank == 2
+    weighted = fuse(nearest, RetrievalSettings(fusion="rrf", rrf_k=1, image_weight=1.0))
+    assert {c.point_id: c.fused_score for c in weighted}["p"] == pytest.approx(1 / 2)
 
 
 def test_minmax_normalises_each_ranking_to_zero_one() -> None:
@@ -69,7 +86,7 @@ def test_a_query_in_a_language_the_dense_model_lacks_is_ranked_by_keywords(
     english, _ = retriever.rank("owls at night", NEAREST, keep=4, rerank=False)
     chinese, _ = retriever.rank("猫头鹰在夜间捕猎吗", NEAREST, keep=4, rerank=False)
     assert [c.point_id for c in english][:2] == ["a", "c"]
-    assert [c.point_id for c in chinese] == ["c", "a", "d", "b"]  # b: found by dense only
+    assert [c.point_id for c in chinese] == ["c", "a", "d"]  # b, found by dense only, is out
     multilingual = load_settings(tmp_path, embedding={"dense_languages": []})
     either = Retriever(multilingual, store=None)  # type: ignore[arg-type]
     assert [c.point_id for c in either.rank("猫头鹰", NEAREST, keep=4)[0]][:2] == ["a", "c"]

@@ -1,0 +1,258 @@
+"""Pictures: standalone image files as documents, and the pictures inside PDF, DOCX and PPTX.
+
+Each kept picture becomes a :class:`ParsedImage`: a PNG small enough to embed and show, its
+content hash (the embedding cache's key) and a perceptual hash. Pictures too small to mean
+anything (icons, bullets, rules) are skipped, near-identical ones are kept once, and a picture
+repeated on several pages (a logo in the letterhead) is dropped altogether.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from rag_pipeline.parsing import ocr
+from rag_pipeline.parsing.elements import (
+    BBox,
+    Element,
+    ParsedDocument,
+    ParsedImage,
+    ParseError,
+    ParseOptions,
+    TextBox,
+)
+
+if TYPE_CHECKING:
+    from PIL.Image import Image
+
+PARSER_VERSION = "image-1"
+EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".bmp", ".gif")
+
+MAX_IMAGE_SIDE = 1024  # pixels: enough for CLIP (224) and captioners (384), and for the page
+_SAME_PICTURE_BITS = 4  # perceptual hashes this close (of 64 bits) are one picture
+_LOGO_PAGES = 3  # a picture on this many pages is decoration, not content
+_EMU_PER_POINT = 12700  # Office drawing units
+
+
+def open_picture(data: bytes) -> Image:
+    """The picture in ``data`` (the first frame of an animation), decoded, as RGB."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as picture:
+            picture.seek(0)
+            return picture.convert("RGB")
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as error:
+        raise ParseError(f"not a readable image ({error})") from error
+
+
+def perceptual_hash(picture: Image) -> str:
+    """64-bit DCT hash (pHash): the signs of the lowest frequencies of a 32×32 thumbnail."""
+    from PIL import Image
+
+    pixels = np.asarray(picture.convert("L").resize((32, 32), Image.Resampling.LANCZOS), float)
+    low = (_DCT @ pixels @ _DCT.T)[:8, :8].flatten()
+    bits = low > np.median(low[1:])
+    return f"{int(''.join('1' if bit else '0' for bit in bits), 2):016x}"
+
+
+def _dct_matrix(size: int) -> np.ndarray:
+    rows = np.arange(size)[:, None]
+    columns = np.arange(size)[None, :]
+    matrix = np.cos(np.pi * (2 * columns + 1) * rows / (2 * size)) * np.sqrt(2 / size)
+    matrix[0] /= np.sqrt(2)
+    return matrix
+
+
+_DCT = _dct_matrix(32)
+
+
+def hash_distance(first: str, second: str) -> int:
+    return (int(first, 16) ^ int(second, 16)).bit_count()
+
+
+def kept_picture(
+    data: bytes, *, page: int | None, bbox: BBox | None, min_side: int
+) -> ParsedImage | None:
+    """``data`` as a picture worth indexing, or None when it is too small to mean anything."""
+    from PIL import Image
+
+    picture = open_picture(data)
+    width, height = picture.size
+    if min(width, height) < min_side:
+        return None
+    phash = perceptual_hash(picture)
+    picture.thumbnail((MAX_IMAGE_SIDE, MAX_IMAGE_SIDE), Image.Resampling.LANCZOS)
+    encoded = io.BytesIO()
+    picture.save(encoded, format="PNG", optimize=False)
+    return ParsedImage(
+        data=encoded.getvalue(),
+        sha256=hashlib.sha256(data).hexdigest(),
+        phash=phash,
+        width=width,
+        height=height,
+        page=page,
+        bbox=bbox,
+    )
+
+
+def distinct_pictures(pictures: Iterable[ParsedImage]) -> list[ParsedImage]:
+    """Each picture once (its first place), and none that repeats on many pages (logos)."""
+    groups: list[list[ParsedImage]] = []
+    for picture in pictures:
+        group = next(
+            (g for g in groups if hash_distance(g[0].phash, picture.phash) <= _SAME_PICTURE_BITS),
+            None,
+        )
+        if group is None:
+            groups.append([picture])
+        else:
+            group.append(picture)
+    return [
+        group[0]
+        for group in groups
+        if len({picture.page for picture in group}) < _LOGO_PAGES or len(groups) == 1
+    ]
+
+
+# -- standalone image files -------------------------------------------------------------------
+
+
+def parse_image(path: Path, options: ParseOptions) -> ParsedDocument:
+    """An image file as a one-page document: the picture, and the words OCR reads in it."""
+    data = path.read_bytes()
+    picture = open_picture(data)
+    width, height = picture.size
+    elements = ocr_elements(picture, options.ocr_languages, page=1, scale=1.0)
+    images: list[ParsedImage] = []
+    if options.images:
+        kept = kept_picture(data, page=1, bbox=(0.0, 0.0, width, height), min_side=1)
+        images = [kept] if kept else []
+    if not elements and not images:
+        raise ParseError(
+            "no text found in the image, and image search is off: set images.clip_model (or "
+            "images.caption_model) to index pictures"
+        )
+    return ParsedDocument(
+        elements=elements,
+        title=path.stem,
+        page_count=1,
+        page_sizes=[(float(width), float(height))],
+        images=images,
+    )
+
+
+def ocr_elements(
+    picture: Image, languages: str | None, *, page: int, scale: float
+) -> list[Element]:
+    """The words in ``picture`` as paragraphs with line boxes, in page units (pixels × scale)."""
+    if not languages:
+        return []
+    paragraphs: dict[int, list[ocr.OcrLine]] = {}
+    for line in ocr.read_lines(picture, languages):
+        paragraphs.setdefault(line.paragraph, []).append(line)
+    elements: list[Element] = []
+    for lines in paragraphs.values():
+        text = ""
+        boxes: list[TextBox] = []
+        for line in lines:
+            if text and not (ocr.is_cjk(text[-1]) and ocr.is_cjk(line.text[0])):
+                text += " "
+            start = len(text)
+            text += line.text
+            x0, y0, x1, y1 = line.bbox
+            boxes.append(
+                TextBox(start, len(text), (x0 * scale, y0 * scale, x1 * scale, y1 * scale))
+            )
+        bbox = (
+            min(box.bbox[0] for box in boxes),
+            min(box.bbox[1] for box in boxes),
+            max(box.bbox[2] for box in boxes),
+            max(box.bbox[3] for box in boxes),
+        )
+        elements.append(Element(text, "paragraph", page, bbox, (), tuple(boxes)))
+    return elements
+
+
+# -- pictures inside documents ----------------------------------------------------------------
+
+
+def pdf_pictures(document: object, min_side: int) -> list[ParsedImage]:
+    """The pictures on a PDF's pages, with their page and box (one per place they are shown)."""
+    extracted: dict[int, bytes | None] = {}
+    pictures: list[ParsedImage] = []
+    for page in document:  # type: ignore[attr-defined]
+        for info in page.get_image_info(xrefs=True):
+            xref = info.get("xref") or 0
+            if xref <= 0 or min(info["width"], info["height"]) < min_side:
+                continue
+            if xref not in extracted:
+                try:
+                    extracted[xref] = document.extract_image(xref)["image"]  # type: ignore[attr-defined]
+                except Exception:  # an unreadable picture costs the picture, not the document
+                    extracted[xref] = None
+            data = extracted[xref]
+            box = page.rect & info["bbox"]
+            if data is None or box.is_empty:
+                continue
+            try:
+                kept = kept_picture(data, page=page.number + 1, bbox=tuple(box), min_side=min_side)
+            except ParseError:
+                continue
+            if kept:
+                pictures.append(kept)
+    return distinct_pictures(pictures)
+
+
+def office_pictures(path: Path, file_format: str, min_side: int) -> list[ParsedImage]:
+    """Pictures in a PPTX (with slide and box) or a DOCX (no pages: Word lays them out)."""
+    if file_format == "pptx":
+        found = _pptx_pictures(path)
+    elif file_format == "docx":
+        found = _docx_pictures(path)
+    else:
+        return []
+    pictures: list[ParsedImage] = []
+    for data, page, bbox in found:
+        try:
+            kept = kept_picture(data, page=page, bbox=bbox, min_side=min_side)
+        except ParseError:
+            continue
+        if kept:
+            pictures.append(kept)
+    return distinct_pictures(pictures)
+
+
+def _pptx_pictures(path: Path) -> list[tuple[bytes, int | None, BBox | None]]:
+    from pptx import Presentation
+    from pptx.enum.shapes import MSO_SHAPE_TYPE
+
+    found: list[tuple[bytes, int | None, BBox | None]] = []
+    for number, slide in enumerate(Presentation(str(path)).slides, 1):
+        for shape in slide.shapes:
+            if shape.shape_type != MSO_SHAPE_TYPE.PICTURE:
+                continue
+            left, top = (shape.left or 0) / _EMU_PER_POINT, (shape.top or 0) / _EMU_PER_POINT
+            width, height = (
+                (shape.width or 0) / _EMU_PER_POINT,
+                (shape.height or 0) / _EMU_PER_POINT,
+            )
+            found.append((shape.image.blob, number, (left, top, left + width, top + height)))
+    return found
+
+
+def _docx_pictures(path: Path) -> list[tuple[bytes, int | None, BBox | None]]:
+    from docx import Document
+    from docx.opc.constants import RELATIONSHIP_TYPE
+
+    part = Document(str(path)).part
+    return [
+        (relation.target_part.blob, None, None)
+        for relation in part.rels.values()
+        if relation.reltype == RELATIONSHIP_TYPE.IMAGE and not relation.is_external
+    ]

@@ -1,0 +1,94 @@
+"""Words in pictures → text lines with boxes, through tesseract (Debian ``tesseract-ocr``).
+
+pytesseract is called directly rather than through unstructured's ``ocr_only``, which drops
+unspaced CJK text. Tesseract returns Chinese one character per "word": words are joined with a
+space only where neither side is CJK.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING
+
+from rag_pipeline.parsing.elements import BBox, ParseError
+
+if TYPE_CHECKING:
+    from PIL.Image import Image
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uff00-\uffef\u3000-\u303f]")
+_MIN_CONFIDENCE = 30.0  # tesseract's per-word confidence (0–100); lower is mostly noise
+
+
+@dataclass(frozen=True, slots=True)
+class OcrLine:
+    text: str
+    bbox: BBox  # in the picture's pixels
+    paragraph: int  # lines of one paragraph share this number
+
+
+@cache
+def _installed_languages() -> frozenset[str]:
+    import pytesseract
+
+    if shutil.which("tesseract") is None:
+        return frozenset()
+    return frozenset(pytesseract.get_languages(config=""))
+
+
+def require_ocr(languages: str) -> None:
+    """Fail with what to install when tesseract or one of ``languages`` is missing."""
+    installed = _installed_languages()
+    if not installed:
+        raise ParseError(
+            "OCR needs tesseract: install Debian's tesseract-ocr and tesseract-ocr-chi-sim "
+            "(or set images.ocr_languages to null to skip OCR)"
+        )
+    missing = [language for language in languages.split("+") if language not in installed]
+    if missing:
+        raise ParseError(
+            f"tesseract lacks the language data {', '.join(missing)}: install "
+            f"tesseract-ocr-{'-'.join(missing[0].split('_'))} or change images.ocr_languages"
+        )
+
+
+def read_lines(picture: Image, languages: str) -> list[OcrLine]:
+    """The text lines tesseract finds in ``picture``, in its reading order."""
+    import pytesseract
+
+    require_ocr(languages)
+    data = pytesseract.image_to_data(
+        picture.convert("RGB"), lang=languages, output_type=pytesseract.Output.DICT
+    )
+    lines: dict[tuple[int, int, int], list[int]] = {}
+    for index, word in enumerate(data["text"]):
+        if word.strip() and float(data["conf"][index]) >= _MIN_CONFIDENCE:
+            key = (data["block_num"][index], data["par_num"][index], data["line_num"][index])
+            lines.setdefault(key, []).append(index)
+    paragraphs = {key[:2]: number for number, key in enumerate(dict.fromkeys(k[:2] for k in lines))}
+    found: list[OcrLine] = []
+    for key, words in lines.items():
+        text = join_words(data["text"][index].strip() for index in words)
+        left = min(data["left"][index] for index in words)
+        top = min(data["top"][index] for index in words)
+        right = max(data["left"][index] + data["width"][index] for index in words)
+        bottom = max(data["top"][index] + data["height"][index] for index in words)
+        found.append(OcrLine(text, (left, top, right, bottom), paragraphs[key[:2]]))
+    return found
+
+
+def is_cjk(character: str) -> bool:
+    return _CJK.match(character) is not None
+
+
+def join_words(words: Iterable[str]) -> str:
+    """Words of one line as text: spaced, except between two CJK characters."""
+    text = ""
+    for word in words:
+        if text and not (is_cjk(text[-1]) and is_cjk(word[0])):
+            text += " "
+        text += word
+    return text

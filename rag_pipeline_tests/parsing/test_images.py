@@ -1,0 +1,111 @@
+"""Pictures and OCR: image files as documents, pictures inside PDF/PPTX/DOCX, scans read by
+tesseract (English and Chinese), icons and logos skipped."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from rag_pipeline.parsing import ParseError, ParseOptions, parse_document
+from rag_pipeline.parsing.images import hash_distance, open_picture, perceptual_hash
+from rag_pipeline_tests.documents import pdf_with_figures, photo, scanned_pdf, text_picture
+
+READ_ALL = ParseOptions(ocr_languages="eng+chi_sim", images=True)
+
+
+def test_a_scanned_pdf_page_is_read_by_ocr_with_line_boxes_in_page_points(tmp_path: Path) -> None:
+    path = scanned_pdf(
+        tmp_path / "scan.pdf", ["Quarterly maintenance report", "Pump station seven was inspected"]
+    )
+    parsed = parse_document(path, READ_ALL)
+    text = " ".join(element.text for element in parsed.elements)
+    assert "maintenance report" in text and "Pump station seven" in text
+    element = parsed.elements[0]
+    assert element.page == 1 and len(element.boxes) == 2  # one box per line
+    x0, y0, x1, y1 = element.bbox  # type: ignore[misc]
+    assert 40 <= x0 < x1 <= 555 and 60 <= y0 < y1 <= 200  # where the scan lies on the page
+    assert parsed.images == []  # the scan is the page, not a figure on it
+
+
+def test_a_scan_without_ocr_fails_with_a_reason(tmp_path: Path) -> None:
+    path = scanned_pdf(tmp_path / "scan.pdf", ["Quarterly maintenance report"])
+    with pytest.raises(ParseError, match="OCR is off"):
+        parse_document(path, ParseOptions(ocr_languages=None))
+
+
+def test_chinese_text_in_an_image_is_read_without_spaces_between_characters(
+    tmp_path: Path,
+) -> None:
+    path = text_picture(tmp_path / "notice.png", ["北京大学图书馆周一闭馆"], fontname="china-s")
+    parsed = parse_document(path, READ_ALL)
+    assert "北京大学图书馆" in parsed.elements[0].text
+    assert parsed.page_sizes == [open_picture(path.read_bytes()).size]
+    (picture,) = parsed.images
+    assert picture.page == 1 and picture.bbox == (0.0, 0.0, *parsed.page_sizes[0])
+
+
+def test_pdf_figures_keep_page_and_box_while_icons_and_repeated_logos_are_skipped(
+    tmp_path: Path,
+) -> None:
+    parsed = parse_document(pdf_with_figures(tmp_path / "figures.pdf", pages=3), READ_ALL)
+    assert [(picture.page, picture.bbox) for picture in parsed.images] == [
+        (page, (100.0, 200.0, 420.0, 440.0)) for page in (1, 2, 3)
+    ]
+    assert len({picture.sha256 for picture in parsed.images}) == 3
+
+
+def test_pictures_are_not_kept_when_nothing_would_search_them(tmp_path: Path) -> None:
+    parsed = parse_document(pdf_with_figures(tmp_path / "figures.pdf"), ParseOptions())
+    assert parsed.images == [] and parsed.elements
+
+
+def test_pptx_pictures_carry_their_slide_and_box(tmp_path: Path) -> None:
+    from pptx import Presentation
+    from pptx.util import Pt
+
+    deck = Presentation()
+    for number in (1, 2):
+        slide = deck.slides.add_slide(deck.slide_layouts[5])
+        slide.shapes.title.text = f"Site visit {number}"
+        slide.shapes.add_picture(io.BytesIO(photo(number)), Pt(100), Pt(150), Pt(320), Pt(240))
+    deck.save(tmp_path / "visit.pptx")
+    parsed = parse_document(tmp_path / "visit.pptx", READ_ALL)
+    assert [(p.page, p.bbox) for p in parsed.images] == [
+        (number, pytest.approx((100, 150, 420, 390))) for number in (1, 2)
+    ]
+
+
+def test_docx_pictures_are_extracted(tmp_path: Path) -> None:
+    import docx
+
+    document = docx.Document()
+    document.add_paragraph("The site as surveyed:")
+    document.add_picture(io.BytesIO(photo(7)))
+    document.save(tmp_path / "survey.docx")
+    (picture,) = parse_document(tmp_path / "survey.docx", READ_ALL).images
+    assert picture.page is None and (picture.width, picture.height) == (320, 240)
+
+
+def test_a_damaged_image_fails_with_a_reason(tmp_path: Path) -> None:
+    path = tmp_path / "photo.jpg"
+    path.write_bytes(b"\xff\xd8\xff\xe0 this is not really a JPEG")
+    with pytest.raises(ParseError, match="not a readable image"):
+        parse_document(path, READ_ALL)
+
+
+def test_an_image_without_words_needs_image_search(tmp_path: Path) -> None:
+    path = tmp_path / "photo.png"
+    path.write_bytes(photo(3))
+    with pytest.raises(ParseError, match=r"images\.clip_model"):
+        parse_document(path, ParseOptions(ocr_languages="eng"))
+    assert parse_document(path, READ_ALL).images
+
+
+def test_the_perceptual_hash_matches_a_resized_copy_and_not_another_picture() -> None:
+    original = open_picture(photo(5))
+    smaller = original.resize((160, 120))
+    other = open_picture(photo(6))
+    assert hash_distance(perceptual_hash(original), perceptual_hash(smaller)) <= 4
+    assert hash_distance(perceptual_hash(original), perceptual_hash(other)) > 12
