@@ -19,6 +19,7 @@ PIPELINE = [
     "chunks",
     "dense_embeddings",
     "sparse_embeddings",
+    "image_embeddings",
     "qdrant_points",
 ]
 
@@ -44,7 +45,8 @@ def test_the_asset_graph_follows_the_data() -> None:
         "chunks": {"parsed_pages"},
         "dense_embeddings": {"chunks"},
         "sparse_embeddings": {"chunks"},
-        "qdrant_points": {"dense_embeddings", "sparse_embeddings"},
+        "image_embeddings": {"chunks"},
+        "qdrant_points": {"dense_embeddings", "sparse_embeddings", "image_embeddings"},
     }
 
 

@@ -42,13 +42,14 @@ def test_the_gradio_client_gets_a_streamed_cited_answer(served: str) -> None:
     try:
         job = client.submit("When do owls hunt?", [], [], [], [], "", "", api_name="/ask")
         states = list(job)
-        chat, _, _, evidence = job.result()
+        chat, _, _, evidence, gallery = job.result()
     finally:
         client.close()
     answer = chat[-1]["content"]
     answer_text = answer if isinstance(answer, str) else "".join(p.get("text", "") for p in answer)
     assert "Owls hunt at night" in answer_text and "#cite:" in answer_text
     assert "guide.md" in evidence and "class='citation'" in evidence
+    assert gallery["visible"] is False  # no pictures indexed
     assert len(states) >= 1
 
 

@@ -1,0 +1,174 @@
+"""Pictures through the whole pipeline: image files, PDF figures and scans indexed by the CLI
+(real Dagster, real Qdrant engine), CLIP with random weights, a tiny random BLIP captioner, and
+tesseract; then found by text, by image and on the chat page."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rag_pipeline.catalog import Catalog
+from rag_pipeline.cli import main
+from rag_pipeline.config import Settings, load_settings
+from rag_pipeline.parsing.images import open_picture
+from rag_pipeline.store import open_vector_store
+from rag_pipeline_tests.conftest import Cli
+from rag_pipeline_tests.documents import pdf_with_figures, photo, scanned_pdf, text_picture
+from rag_pipeline_tests.embedding.test_image_models import tiny_captioner
+from rag_pipeline_tests.test_indexing import _metadata, _query, _status
+from serving.assistant import Assistant
+from serving.preview import preview
+from serving.replica import EmbeddedReplica
+from serving.retrieval import Retriever
+from serving.server import BackgroundServer
+
+
+def _picture_corpus(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "heron.png").write_bytes(photo(11))
+    open_picture(photo(12)).save(folder / "owl.jpg", quality=92)
+    text_picture(folder / "notice.png", ["Library closed on Monday", "for the annual inventory"])
+    text_picture(folder / "zh.png", ["北京大学图书馆周一闭馆"], fontname="china-s")
+    pdf_with_figures(folder / "figures.pdf", pages=3)
+    scanned_pdf(folder / "scan.pdf", ["Quarterly maintenance report", "Pump station seven"])
+    return folder
+
+
+def _image_home(root: Path, source: Path) -> Path:
+    home = root / "home"
+    home.mkdir(parents=True)
+    images = {
+        "clip_model": "ViT-B-32",
+        "clip_pretrained": None,
+        "caption_model": str(tiny_captioner(root / "blip")),
+    }
+    (home / "settings.json").write_text(json.dumps({"images": images}))
+    assert main(["index", "--home", str(home), "--source", str(source)]) == 0
+    return home
+
+
+@pytest.fixture(scope="module")
+def pictures_indexed(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    root = tmp_path_factory.mktemp("pictures")
+    return load_settings(_image_home(root, _picture_corpus(root / "pictures")))
+
+
+def _picture_rows(settings: Settings, doc_id: str) -> list[dict[str, Any]]:
+    return [row for row in Catalog(settings.home).chunks(doc_id) if row["modality"] == "image"]
+
+
+def test_every_picture_becomes_a_point_with_page_box_and_caption(
+    cli: Cli, pictures_indexed: Settings
+) -> None:
+    status = _status(cli, pictures_indexed.home)
+    assert {row["state"] for row in status.values()} == {"indexed"}, status
+    figures = _picture_rows(pictures_indexed, "pictures/figures.pdf")
+    assert [(row["page_start"], row["bboxes"][0]["x0"]) for row in figures] == [
+        (1, 100.0),
+        (2, 100.0),
+        (3, 100.0),
+    ]
+    assert all(row["text"] and row["phash"] for row in figures)  # captioned, hashed
+    (heron,) = _picture_rows(pictures_indexed, "pictures/heron.png")
+    assert (pictures_indexed.home / heron["image_file"]).is_file()
+    assert _picture_rows(pictures_indexed, "pictures/scan.pdf") == []  # a scan is text
+
+
+def test_an_image_query_finds_the_identical_picture_first(pictures_indexed: Settings) -> None:
+    store = EmbeddedReplica(pictures_indexed)
+    store.refresh()
+    try:
+        retriever = Retriever(pictures_indexed, store)
+        source = pictures_indexed.watched_folders[0]
+        found = retriever.search_by_picture(open_picture((source / "heron.png").read_bytes()))
+        assert found[0].payload["doc_id"] == "pictures/heron.png"
+        assert found[0].image_score == pytest.approx(1.0, abs=1e-3)
+        figure = retriever.search_by_picture(open_picture(photo(2)))[0].payload
+        assert (figure["doc_id"], figure["page"], figure["bbox"]) == (
+            "pictures/figures.pdf",
+            2,
+            [100.0, 200.0, 420.0, 440.0],
+        )
+        # A text query also searches the pictures through CLIP's text tower.
+        assert len(retriever.retrieve("a heron").pictures) > 0
+    finally:
+        store.close()
+
+
+def test_words_in_scans_and_in_chinese_images_are_found_with_their_boxes(
+    cli: Cli, pictures_indexed: Settings
+) -> None:
+    home = pictures_indexed.home
+    scan = _query(cli, home, "pump station seven maintenance")[0]
+    assert (scan["doc_id"], scan["page"], scan["modality"]) == ("pictures/scan.pdf", 1, "text")
+    assert 40 <= scan["bbox"][0] < scan["bbox"][2] <= 555
+    notice = _query(cli, home, "图书馆 闭馆")[0]
+    assert notice["doc_id"] == "pictures/zh.png" and "图书馆" in notice["text"]
+    shown = preview(pictures_indexed, notice["chunk_id"])
+    assert shown.png and shown.png.startswith(b"\x89PNG")  # the image, its words highlighted
+
+
+def test_a_captioned_picture_is_found_by_its_caption_and_cited_on_its_page(
+    cli: Cli, pictures_indexed: Settings
+) -> None:
+    (figure, *_) = _picture_rows(pictures_indexed, "pictures/figures.pdf")
+    hits = _query(cli, pictures_indexed.home, figure["text"], k=8)
+    assert "image" in {hit["modality"] for hit in hits}
+    shown = preview(pictures_indexed, figure["chunk_id"])
+    assert shown.page == 1 and shown.png  # page 1 rendered, the figure's box highlighted
+
+
+def test_the_chat_page_shows_found_pictures_and_searches_by_an_uploaded_image(
+    pictures_indexed: Settings,
+) -> None:
+    from gradio_client import Client, handle_file
+
+    assistant = Assistant(pictures_indexed)
+    try:
+        with BackgroundServer(assistant) as server:
+            client = Client(server.url + "/", verbose=False)
+            try:
+                *_, gallery = client.predict(
+                    "library inventory", [], [], [], [], "", "", api_name="/ask"
+                )
+                heron = pictures_indexed.watched_folders[0] / "heron.png"
+                evidence, similar = client.predict(
+                    handle_file(heron), [], [], [], "", "", api_name="/similar_pictures"
+                )
+            finally:
+                client.close()
+    finally:
+        assistant.close()
+    assert gallery["visible"] and gallery["value"]  # CLIP's pictures beside the answer
+    assert evidence.index("heron.png") < evidence.index("figures.pdf")
+    assert similar["value"][0]["caption"] == "heron.png · p. 1"
+
+
+def test_an_image_folder_is_indexed_changed_and_deleted_incrementally(
+    cli: Cli, tmp_path: Path
+) -> None:
+    source = tmp_path / "photos"
+    source.mkdir()
+    for seed in (1, 2, 3):
+        (source / f"{seed}.png").write_bytes(photo(seed))
+    home = _image_home(tmp_path, source)
+    (source / "2.png").write_bytes(photo(20))  # changed
+    (source / "3.png").rename(source / "three.png")  # renamed: nothing to embed
+    (source / "1.png").unlink()  # deleted
+    result = cli("index", "--home", home)
+    assert "added 1, changed 1, unchanged 0, deleted 2, failed 0" in result.out, result.out
+    changed = _metadata(home, "image_embeddings", "photos/2.png")[0]
+    assert (changed["embedded"], changed["cached"]) == (1, 0)
+    renamed = _metadata(home, "image_embeddings", "photos/three.png")[0]
+    assert (renamed["embedded"], renamed["cached"]) == (0, 1)
+    assert set(_status(cli, home)) == {"photos/2.png", "photos/three.png"}
+    store = open_vector_store(load_settings(home))
+    try:
+        assert store.count("photos/1.png") == 0 and store.count() == 2
+    finally:
+        store.close()
+    kept = {path.name for path in (home / "images").rglob("*.png")}
+    assert len(kept) == 2  # the deleted and the replaced pictures' files are gone
