@@ -230,19 +230,28 @@ def office_pictures(path: Path, file_format: str, min_side: int) -> list[ParsedI
 
 def _pptx_pictures(path: Path) -> list[tuple[bytes, int | None, BBox | None]]:
     from pptx import Presentation
-    from pptx.enum.shapes import MSO_SHAPE_TYPE
+    from pptx.shapes.group import GroupShape
+    from pptx.shapes.picture import Picture
+
+    def pictures_in(shapes: Iterable[object]) -> Iterable[Picture]:
+        for shape in shapes:
+            if isinstance(shape, GroupShape):
+                yield from pictures_in(shape.shapes)
+            elif isinstance(shape, Picture):  # placeholders holding a picture included
+                yield shape
 
     found: list[tuple[bytes, int | None, BBox | None]] = []
     for number, slide in enumerate(Presentation(str(path)).slides, 1):
-        for shape in slide.shapes:
-            if shape.shape_type != MSO_SHAPE_TYPE.PICTURE:
+        for picture in pictures_in(slide.shapes):
+            try:
+                data = picture.image.blob
+            except (ValueError, KeyError):  # a linked picture: its file is not in the deck
                 continue
-            left, top = (shape.left or 0) / _EMU_PER_POINT, (shape.top or 0) / _EMU_PER_POINT
-            width, height = (
-                (shape.width or 0) / _EMU_PER_POINT,
-                (shape.height or 0) / _EMU_PER_POINT,
-            )
-            found.append((shape.image.blob, number, (left, top, left + width, top + height)))
+            # Offsets inside a group are the group's own; the box is right for ungrouped ones.
+            left, top = (picture.left or 0) / _EMU_PER_POINT, (picture.top or 0) / _EMU_PER_POINT
+            width = (picture.width or 0) / _EMU_PER_POINT
+            height = (picture.height or 0) / _EMU_PER_POINT
+            found.append((data, number, (left, top, left + width, top + height)))
     return found
 
 
