@@ -226,12 +226,15 @@ class Indexer:
         time. A failure here is left for the stage that needs the model to report.
         """
         dense, sparse = self.dense, self.sparse
+        clip = self.clip if self.settings.images.clip_model else None
 
         def load() -> None:
             try:
                 dense.tokens  # noqa: B018 (a cached property: touching it loads it)
                 dense.model  # noqa: B018
                 sparse.model  # noqa: B018
+                if clip is not None:
+                    clip.dim  # noqa: B018 (loads the model)
             except Exception:
                 logger.debug("loading the models ahead of use failed", exc_info=True)
 

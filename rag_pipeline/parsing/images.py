@@ -113,11 +113,7 @@ def distinct_pictures(pictures: Iterable[ParsedImage]) -> list[ParsedImage]:
             groups.append([picture])
         else:
             group.append(picture)
-    return [
-        group[0]
-        for group in groups
-        if len({picture.page for picture in group}) < _LOGO_PAGES or len(groups) == 1
-    ]
+    return [group[0] for group in groups if len({p.page for p in group}) < _LOGO_PAGES]
 
 
 # -- standalone image files -------------------------------------------------------------------
