@@ -31,7 +31,10 @@ DEFAULT_DENSE_MODEL = "local/all-MiniLM-L6-v2-int8"
 
 class ParsingSettings(BaseModel):
     timeout_seconds: float = Field(
-        300.0, gt=0, description="A document whose parser runs longer is stopped and marked failed."
+        300.0,
+        gt=0,
+        description="A document whose parser runs longer is stopped and marked failed (for a "
+        "scan read by OCR: longer on one page).",
     )
     max_file_mb: float = Field(512.0, gt=0, description="Larger files are marked failed unread.")
     workers: int = Field(2, ge=1, description="Parser processes (each document parses in one).")

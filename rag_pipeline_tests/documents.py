@@ -164,14 +164,15 @@ def text_picture(path: Path, lines: list[str], *, fontname: str = "helv", dpi: i
     return path
 
 
-def scanned_pdf(path: Path, lines: list[str], *, fontname: str = "helv") -> Path:
+def scanned_pdf(path: Path, lines: list[str], *, fontname: str = "helv", pages: int = 1) -> Path:
     """A scan: each page one picture of typed text, no text layer."""
     picture = text_picture(path.with_suffix(".scan.png"), lines, fontname=fontname, dpi=200)
     doc = pymupdf.open()
-    page = doc.new_page(width=595, height=842)
-    page.insert_image(
-        pymupdf.Rect(40, 60, 555, 60 + 515 * (40 + 26 * len(lines)) / 420), filename=picture
-    )
+    for _ in range(pages):
+        page = doc.new_page(width=595, height=842)
+        page.insert_image(
+            pymupdf.Rect(40, 60, 555, 60 + 515 * (40 + 26 * len(lines)) / 420), filename=picture
+        )
     doc.save(path)
     picture.unlink()
     return path

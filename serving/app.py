@@ -228,9 +228,9 @@ def build_page(assistant: Assistant) -> gr.Blocks:
             open_conversation, conversations, [chat, conversation, evidence], api_name="open"
         )
         new.click(
-            lambda: ([], None, "", gr.Dropdown(value=None)),
+            lambda: ([], None, "", gr.Dropdown(value=None), gr.Gallery(value=None, visible=False)),
             None,
-            [chat, conversation, evidence, conversations],
+            [chat, conversation, evidence, conversations, gallery],
         )
         delete.click(
             delete_conversation,

@@ -2,7 +2,9 @@
 
 A parser can hang or crash inside C code (MuPDF, lxml, pandoc) where no Python timeout reaches,
 so every document is parsed in a worker process that is killed when it overruns its time limit
-or replaced when it dies; the rest of the batch goes on.
+or replaced when it dies; the rest of the batch goes on. A parser that reports progress (OCR,
+after each page: ``heartbeat.beat``) gets the time limit afresh after each report, so a long scan
+is not stopped while it advances.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from rag_pipeline.parsing import ParsedDocument, ParseError, ParseOptions, parse_document
+from rag_pipeline.parsing import ParsedDocument, ParseError, ParseOptions, heartbeat, parse_document
 
 _Job = tuple[str, str, ParseOptions]  # (key, path, options)
+_BEAT = ("beat",)  # a worker's "still making progress", between jobs' results
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +33,7 @@ class ParseOutcome:
 
 
 def _work(connection: multiprocessing.connection.Connection) -> None:
+    heartbeat.listen(lambda: connection.send(_BEAT))
     while True:
         try:
             job = connection.recv()
@@ -58,9 +62,11 @@ class _Worker:
         child.close()
         self.job: _Job | None = None
         self.started = 0.0
+        self.alive_at = 0.0  # the job's start or its last heartbeat: the time limit runs from it
 
     def submit(self, job: _Job) -> None:
         self.job, self.started = job, time.monotonic()
+        self.alive_at = self.started
         self.connection.send(job)
 
     def stop(self, kill: bool = False) -> None:
@@ -115,7 +121,7 @@ def parse_in_workers(
                 if worker.job is None and pending:
                     worker.submit(pending.popleft())
             busy = [worker for worker in pool if worker.job]
-            deadline = min(worker.started for worker in busy) + timeout_seconds
+            deadline = min(worker.alive_at for worker in busy) + timeout_seconds
             ready = multiprocessing.connection.wait(
                 [worker.connection for worker in busy] + [w.process.sentinel for w in busy],
                 timeout=max(deadline - time.monotonic(), 0),
@@ -127,16 +133,20 @@ def parse_in_workers(
                 elapsed = time.monotonic() - worker.started
                 if worker.connection in ready:
                     try:
-                        _, document, error = worker.connection.recv()
+                        message = worker.connection.recv()
                     except (EOFError, OSError):
                         error = "the parser crashed"
                     else:
+                        if message == _BEAT:
+                            worker.alive_at = time.monotonic()
+                            continue
+                        _, document, error = message
                         worker.job = None
                         yield ParseOutcome(key, document, error, elapsed)
                         continue
                 elif worker.process.sentinel in ready:
                     error = f"the parser crashed (exit code {worker.process.exitcode})"
-                elif elapsed >= timeout_seconds:
+                elif time.monotonic() - worker.alive_at >= timeout_seconds:
                     error = (
                         f"parsing took longer than the {timeout_seconds:g} s limit and was stopped"
                     )

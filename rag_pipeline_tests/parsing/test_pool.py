@@ -1,7 +1,12 @@
+import time
 from pathlib import Path
 
+from rag_pipeline.parsing import ParseOptions
 from rag_pipeline.parsing.pool import parse_in_workers
-from rag_pipeline_tests.documents import long_pdf, two_column_pdf
+from rag_pipeline_tests.documents import long_pdf, scanned_pdf, two_column_pdf
+
+# OCR of one small scanned page takes about 0.3 s here: twenty take longer than this in all.
+PER_PAGE_LIMIT = 3.0
 
 
 def test_each_document_gets_an_outcome_and_failures_do_not_stop_the_batch(tmp_path: Path) -> None:
@@ -28,3 +33,15 @@ def test_a_parser_over_its_time_limit_is_stopped_and_the_next_document_still_par
     by_key = {o.key: o for o in outcomes}
     assert "longer than" in by_key["slow"].error
     assert by_key["fast"].document is not None
+
+
+def test_a_long_scan_is_not_stopped_while_ocr_advances_page_by_page(tmp_path: Path) -> None:
+    scan = scanned_pdf(tmp_path / "scan.pdf", ["Pump station seven"], pages=20)
+    options = ParseOptions(ocr_languages="eng")
+    started = time.monotonic()
+    (outcome,) = parse_in_workers(
+        [("scan", scan)], workers=1, timeout_seconds=PER_PAGE_LIMIT, options=options
+    )
+    assert outcome.error is None, outcome.error
+    assert time.monotonic() - started > PER_PAGE_LIMIT  # longer than the limit in all
+    assert {element.page for element in outcome.document.elements} == set(range(1, 21))
