@@ -118,6 +118,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _index(args: argparse.Namespace) -> int:
+    from rag_pipeline.embedding.image import ImageModelError
     from rag_pipeline.incremental import index_once
 
     settings = _settings(args)
@@ -128,7 +129,10 @@ def _index(args: argparse.Namespace) -> int:
         settings = settings.remember_sources(args.source)
     elif not settings.sources:
         (settings.home / "inbox").mkdir(parents=True, exist_ok=True)
-    outcome = index_once(settings, retry_failed=args.retry_failed, verbose=args.verbose)
+    try:
+        outcome = index_once(settings, retry_failed=args.retry_failed, verbose=args.verbose)
+    except ImageModelError as error:  # e.g. CLIP configured without the image extra
+        raise UserError(str(error)) from error
     diff = outcome.diff
     if not outcome.succeeded:
         print(
@@ -220,6 +224,7 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from rag_pipeline.embedding.image import ImageModelError
     from rag_pipeline.store import StoreBusyError
     from serving.answer import AnswerError
     from serving.rerank import RerankError
@@ -235,7 +240,7 @@ def _serve(args: argparse.Namespace) -> int:
         assistant = Assistant(settings)
     except StoreBusyError as error:
         raise UserError(f"{error} (is the page already served from this home?)") from error
-    except (AnswerError, RerankError) as error:
+    except (AnswerError, RerankError, ImageModelError) as error:
         raise UserError(str(error)) from error
     print(f"chat page on http://{host}:{port}/ (search API: /api/search?q=…)", file=sys.stderr)
     try:

@@ -75,6 +75,8 @@ class Assistant:
         self.store = open_serving_store(settings)
         self.store.refresh()  # a first page load sees the whole index
         self.retriever = Retriever(settings, self.store, load_reranker(settings))
+        if self.retriever.clip is not None:
+            self.retriever.clip.dim  # noqa: B018 (loads CLIP now: a bad model fails at start)
         self.answerer = load_answerer(settings)
         self._refresh = RefreshLoop(self.store, settings.serving.refresh_seconds)
         self._refresh.start()
