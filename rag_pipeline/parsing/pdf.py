@@ -91,7 +91,7 @@ def parse_pdf(path: Path, options: ParseOptions) -> ParsedDocument:
             if not blocks and options.ocr_languages and page.get_images():
                 blocks = _ocr_blocks(page, options.ocr_languages, options.ocr_dpi)
                 scanned.add(page.number + 1)
-                heartbeat.beat()  # seconds a page: the time limit runs per page from here
+                heartbeat.beat()  # OCR takes seconds a page: the time limit restarts here
             pages.append(blocks)
         metadata_title = (doc.metadata or {}).get("title") or None
         # A scanned page is one picture of the page: its words are what it holds.
