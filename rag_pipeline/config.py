@@ -135,6 +135,12 @@ class ImageSettings(BaseModel):
         "tesseract-ocr, tesseract-ocr-chi-sim). None: no OCR.",
     )
     ocr_dpi: int = Field(200, ge=72, le=600, description="Resolution scanned pages are read at.")
+    ocr_pictures: bool = Field(
+        False,
+        description="Also read the words in the pictures of PDFs that have a text layer "
+        "(charts, diagrams, photographed notices), placed where each picture is shown. Costs "
+        "about a second a picture on 2 cores.",
+    )
     min_side: int = Field(
         64,
         ge=1,

@@ -74,6 +74,7 @@ def parse_options(settings: Settings) -> ParseOptions:
     return ParseOptions(
         ocr_languages=images.ocr_languages,
         ocr_dpi=images.ocr_dpi,
+        ocr_pictures=images.ocr_pictures,
         # Pictures are kept only when something can make them searchable.
         images=bool(images.clip_model or images.caption_model),
         min_image_side=images.min_side,

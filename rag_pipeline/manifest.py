@@ -93,6 +93,7 @@ def pipeline_version(settings: Settings, file_type: str) -> str:
             images.caption_model,
             images.ocr_languages,
             images.ocr_dpi,
+            images.ocr_pictures,
             images.min_side,
         ]
     return ids.fingerprint(described)

@@ -17,6 +17,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,11 +26,15 @@ from rag_pipeline.parsing.elements import (
     BBox,
     Element,
     ParsedDocument,
+    ParsedImage,
     ParseError,
     ParseOptions,
     TextBox,
 )
-from rag_pipeline.parsing.images import pdf_pictures
+from rag_pipeline.parsing.images import open_picture, pdf_pictures
+
+if TYPE_CHECKING:
+    from PIL.Image import Image
 
 PARSER_VERSION = "pdf-2"
 
@@ -94,12 +99,20 @@ def parse_pdf(path: Path, options: ParseOptions) -> ParsedDocument:
                 heartbeat.beat()  # OCR takes seconds a page: the time limit restarts here
             pages.append(blocks)
         metadata_title = (doc.metadata or {}).get("title") or None
+        read_pictures = bool(options.ocr_pictures and options.ocr_languages)
         # A scanned page is one picture of the page: its words are what it holds.
         pictures = (
             [p for p in pdf_pictures(doc, options.min_image_side) if p.page not in scanned]
-            if options.images
+            if options.images or read_pictures
             else []
         )
+    if read_pictures:
+        for picture in pictures:
+            assert picture.page is not None and options.ocr_languages
+            pages[picture.page - 1].extend(_picture_blocks(picture, options.ocr_languages))
+            heartbeat.beat()
+    if not options.images:
+        pictures = []
 
     _drop_running_headers_and_footers(pages, page_sizes)
     all_blocks = [block for blocks in pages for block in blocks]
@@ -135,15 +148,41 @@ def _ocr_blocks(page: object, languages: str, dpi: int) -> list[_Block]:
     pixmap = page.get_pixmap(dpi=dpi)  # type: ignore[attr-defined]
     picture = Image.frombytes("RGB", (pixmap.width, pixmap.height), pixmap.samples)
     scale = 72 / dpi
+    page_number = page.number + 1  # type: ignore[attr-defined]
+    return _blocks_read_in(picture, languages, page_number, (0.0, 0.0), (scale, scale))
+
+
+def _picture_blocks(picture: ParsedImage, languages: str) -> list[_Block]:
+    """The words in a picture on a page, read by OCR, placed where the picture is shown."""
+    assert picture.page is not None and picture.bbox is not None
+    image = open_picture(picture.data)
+    x0, y0, x1, y1 = picture.bbox
+    scale = ((x1 - x0) / image.width, (y1 - y0) / image.height)
+    return _blocks_read_in(image, languages, picture.page, (x0, y0), scale)
+
+
+def _blocks_read_in(
+    picture: Image,
+    languages: str,
+    page_number: int,
+    origin: tuple[float, float],
+    scale: tuple[float, float],
+) -> list[_Block]:
+    """OCR lines of ``picture`` as blocks (one per paragraph), pixels mapped to PDF points."""
     paragraphs: dict[int, list[_Line]] = {}
     for line in ocr.read_lines(picture, languages):
-        x0, y0, x1, y1 = (value * scale for value in line.bbox)
-        # A line's box is about its font size high: what heading detection compares.
-        size = round((y1 - y0) * 2) / 2
-        paragraphs.setdefault(line.paragraph, []).append(
-            _Line(text=line.text, bbox=(x0, y0, x1, y1), size=size, bold=False)
+        x0, y0, x1, y1 = line.bbox
+        box = (
+            origin[0] + x0 * scale[0],
+            origin[1] + y0 * scale[1],
+            origin[0] + x1 * scale[0],
+            origin[1] + y1 * scale[1],
         )
-    page_number = page.number + 1  # type: ignore[attr-defined]
+        # A line's box is about its font size high: what heading detection compares.
+        size = round((box[3] - box[1]) * 2) / 2
+        paragraphs.setdefault(line.paragraph, []).append(
+            _Line(text=line.text, bbox=box, size=size, bold=False)
+        )
     return [_block(page_number, lines) for lines in paragraphs.values()]
 
 

@@ -109,3 +109,22 @@ def test_the_perceptual_hash_matches_a_resized_copy_and_not_another_picture() ->
     other = open_picture(photo(6))
     assert hash_distance(perceptual_hash(original), perceptual_hash(smaller)) <= 4
     assert hash_distance(perceptual_hash(original), perceptual_hash(other)) > 12
+
+
+def test_words_in_a_pdf_picture_are_read_where_the_picture_is_shown(tmp_path: Path) -> None:
+    import pymupdf
+
+    notice = text_picture(tmp_path / "notice.png", ["Pump station seven", "closed for repairs"])
+    document = pymupdf.open()
+    page = document.new_page(width=595, height=842)
+    page.insert_text((72, 72), "Site report with a photographed notice.", fontsize=12)
+    page.insert_image(pymupdf.Rect(100, 300, 520, 392), filename=notice)
+    document.save(tmp_path / "report.pdf")
+    options = ParseOptions(ocr_languages="eng", ocr_pictures=True)
+    parsed = parse_document(tmp_path / "report.pdf", options)
+    (read,) = [e for e in parsed.elements if "Pump station seven" in e.text]
+    x0, y0, x1, y1 = read.bbox  # type: ignore[misc]
+    assert read.page == 1 and 100 <= x0 < x1 <= 520 and 300 <= y0 < y1 <= 392
+    assert parsed.images == []  # read for its words; kept as a picture only for image search
+    plain = parse_document(tmp_path / "report.pdf", ParseOptions(ocr_languages="eng"))
+    assert not any("Pump station" in e.text for e in plain.elements)
