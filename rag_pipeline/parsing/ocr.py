@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -83,20 +84,34 @@ def read_lines(picture: Image, languages: str) -> list[OcrLine]:
     return found
 
 
+_THREAD_LIMIT = "OMP_THREAD_LIMIT"
+_limit_lock = threading.Lock()
+_limit_users = 0
+_limit_previous: str | None = None
+
+
 @contextmanager
 def _one_thread() -> Iterator[None]:
     """Tesseract on one thread: its OpenMP threads make it slower, not faster (a page of
-    English at 200 dpi: 10.8 s with them, 4.1 s without, on 2 cores), and parallelism comes
-    from the parser workers, one page each. pytesseract passes ``os.environ`` to tesseract."""
-    previous = os.environ.get("OMP_THREAD_LIMIT")
-    os.environ["OMP_THREAD_LIMIT"] = "1"
+    English at 200 dpi: 10.8 s with them, 4.1 s without, on 2 cores); parallelism comes from
+    running several at once. pytesseract passes ``os.environ`` to tesseract, so the limit is set
+    there while any OCR call runs (counted: calls may overlap in threads)."""
+    global _limit_users, _limit_previous
+    with _limit_lock:
+        if _limit_users == 0:
+            _limit_previous = os.environ.get(_THREAD_LIMIT)
+            os.environ[_THREAD_LIMIT] = "1"
+        _limit_users += 1
     try:
         yield
     finally:
-        if previous is None:
-            del os.environ["OMP_THREAD_LIMIT"]
-        else:
-            os.environ["OMP_THREAD_LIMIT"] = previous
+        with _limit_lock:
+            _limit_users -= 1
+            if _limit_users == 0:
+                if _limit_previous is None:
+                    os.environ.pop(_THREAD_LIMIT, None)
+                else:
+                    os.environ[_THREAD_LIMIT] = _limit_previous
 
 
 def is_cjk(character: str) -> bool:

@@ -13,8 +13,11 @@ Heuristics, all on PyMuPDF's text blocks:
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
+from collections.abc import Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -89,15 +92,16 @@ def parse_pdf(path: Path, options: ParseOptions) -> ParsedDocument:
             raise ParseError("the PDF has no pages")
         page_sizes: list[tuple[float, float]] = []
         pages: list[list[_Block]] = []
-        scanned: set[int] = set()
-        for page in doc:
-            page_sizes.append((page.rect.width, page.rect.height))
-            blocks = _read_blocks(page)
-            if not blocks and options.ocr_languages and page.get_images():
-                blocks = _ocr_blocks(page, options.ocr_languages, options.ocr_dpi)
-                scanned.add(page.number + 1)
-                heartbeat.beat()  # OCR takes seconds a page: the time limit restarts here
-            pages.append(blocks)
+        with _ScanReader(options) as scans:
+            for page in doc:
+                page_sizes.append((page.rect.width, page.rect.height))
+                blocks = _read_blocks(page)
+                if not blocks and options.ocr_languages and page.get_images():
+                    scans.submit(page)
+                pages.append(blocks)
+            for number, blocks in scans.results():
+                pages[number - 1] = blocks
+        scanned = scans.pages
         metadata_title = (doc.metadata or {}).get("title") or None
         read_pictures = bool(options.ocr_pictures and options.ocr_languages)
         # A scanned page is one picture of the page: its words are what it holds.
@@ -141,15 +145,50 @@ def parse_pdf(path: Path, options: ParseOptions) -> ParsedDocument:
     )
 
 
-def _ocr_blocks(page: object, languages: str, dpi: int) -> list[_Block]:
-    """The page rendered at ``dpi`` and read by OCR: one block per paragraph, in PDF points."""
-    from PIL import Image
+class _ScanReader:
+    """OCR of a PDF's scanned pages, several at once (tesseract runs as a subprocess, so threads
+    suffice), each page rendered in this thread (MuPDF is not thread-safe) just before it is
+    needed: at most two pages per thread wait in memory."""
 
-    pixmap = page.get_pixmap(dpi=dpi)  # type: ignore[attr-defined]
-    picture = Image.frombytes("RGB", (pixmap.width, pixmap.height), pixmap.samples)
-    scale = 72 / dpi
-    page_number = page.number + 1  # type: ignore[attr-defined]
-    return _blocks_read_in(picture, languages, page_number, (0.0, 0.0), (scale, scale))
+    def __init__(self, options: ParseOptions) -> None:
+        self.languages = options.ocr_languages or ""
+        self.dpi = options.ocr_dpi
+        self.pages: set[int] = set()  # page numbers read by OCR
+        self._threads = len(os.sched_getaffinity(0))
+        self._executor = ThreadPoolExecutor(self._threads, thread_name_prefix="ocr")
+        self._pending: dict[Future[list[_Block]], int] = {}
+        self._done: list[tuple[int, list[_Block]]] = []
+
+    def __enter__(self) -> _ScanReader:
+        return self
+
+    def __exit__(self, *exception: object) -> None:
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+    def submit(self, page: object) -> None:
+        from PIL import Image
+
+        while len(self._pending) >= 2 * self._threads:
+            self._collect(wait(self._pending, return_when=FIRST_COMPLETED).done)
+        pixmap = page.get_pixmap(dpi=self.dpi)  # type: ignore[attr-defined]
+        picture = Image.frombytes("RGB", (pixmap.width, pixmap.height), pixmap.samples)
+        number = page.number + 1  # type: ignore[attr-defined]
+        scale = 72 / self.dpi
+        future = self._executor.submit(
+            _blocks_read_in, picture, self.languages, number, (0.0, 0.0), (scale, scale)
+        )
+        self._pending[future] = number
+        self.pages.add(number)
+
+    def results(self) -> list[tuple[int, list[_Block]]]:
+        """(page number, its blocks) for every page submitted, once all are read."""
+        self._collect(as_completed(list(self._pending)))
+        return self._done
+
+    def _collect(self, finished: Iterable[Future[list[_Block]]]) -> None:
+        for future in finished:
+            self._done.append((self._pending.pop(future), future.result()))
+            heartbeat.beat()  # OCR takes seconds a page: the time limit restarts here
 
 
 def _picture_blocks(picture: ParsedImage, languages: str) -> list[_Block]:
