@@ -24,8 +24,8 @@ from rag_pipeline.parsing.elements import (
     ParsedImage,
     ParseError,
     ParseOptions,
-    TextBox,
 )
+from rag_pipeline.parsing.lines import join_lines
 
 if TYPE_CHECKING:
     from PIL.Image import Image
@@ -124,7 +124,7 @@ def parse_image(path: Path, options: ParseOptions) -> ParsedDocument:
     data = path.read_bytes()
     picture = open_picture(data)
     width, height = picture.size
-    elements = ocr_elements(picture, options.ocr_languages, page=1, scale=1.0)
+    elements = ocr_elements(picture, options.ocr_languages)
     images: list[ParsedImage] = []
     if options.images:
         kept = kept_picture(data, page=1, bbox=(0.0, 0.0, width, height), min_side=1)
@@ -143,10 +143,8 @@ def parse_image(path: Path, options: ParseOptions) -> ParsedDocument:
     )
 
 
-def ocr_elements(
-    picture: Image, languages: str | None, *, page: int, scale: float
-) -> list[Element]:
-    """The words in ``picture`` as paragraphs with line boxes, in page units (pixels × scale)."""
+def ocr_elements(picture: Image, languages: str | None) -> list[Element]:
+    """The words in an image file as paragraphs with line boxes, in its pixels (its one page)."""
     if not languages:
         return []
     paragraphs: dict[int, list[ocr.OcrLine]] = {}
@@ -154,24 +152,14 @@ def ocr_elements(
         paragraphs.setdefault(line.paragraph, []).append(line)
     elements: list[Element] = []
     for lines in paragraphs.values():
-        text = ""
-        boxes: list[TextBox] = []
-        for line in lines:
-            if text and not (ocr.is_cjk(text[-1]) and ocr.is_cjk(line.text[0])):
-                text += " "
-            start = len(text)
-            text += line.text
-            x0, y0, x1, y1 = line.bbox
-            boxes.append(
-                TextBox(start, len(text), (x0 * scale, y0 * scale, x1 * scale, y1 * scale))
-            )
+        text, boxes = join_lines((line.text, line.bbox) for line in lines)
         bbox = (
             min(box.bbox[0] for box in boxes),
             min(box.bbox[1] for box in boxes),
             max(box.bbox[2] for box in boxes),
             max(box.bbox[3] for box in boxes),
         )
-        elements.append(Element(text, "paragraph", page, bbox, (), tuple(boxes)))
+        elements.append(Element(text, "paragraph", 1, bbox, (), boxes))
     return elements
 
 

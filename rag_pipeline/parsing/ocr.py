@@ -8,7 +8,6 @@ space only where neither side is CJK.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import threading
 from collections.abc import Iterable, Iterator
@@ -18,11 +17,11 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from rag_pipeline.parsing.elements import BBox, ParseError
+from rag_pipeline.parsing.lines import is_cjk
 
 if TYPE_CHECKING:
     from PIL.Image import Image
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uff00-\uffef\u3000-\u303f]")
 _MIN_CONFIDENCE = 30.0  # tesseract's per-word confidence (0–100); lower is mostly noise
 
 
@@ -112,10 +111,6 @@ def _one_thread() -> Iterator[None]:
                     os.environ.pop(_THREAD_LIMIT, None)
                 else:
                     os.environ[_THREAD_LIMIT] = _limit_previous
-
-
-def is_cjk(character: str) -> bool:
-    return _CJK.match(character) is not None
 
 
 def join_words(words: Iterable[str]) -> str:

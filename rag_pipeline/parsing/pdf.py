@@ -35,6 +35,7 @@ from rag_pipeline.parsing.elements import (
     TextBox,
 )
 from rag_pipeline.parsing.images import open_picture, pdf_pictures
+from rag_pipeline.parsing.lines import join_lines
 
 if TYPE_CHECKING:
     from PIL.Image import Image
@@ -47,7 +48,6 @@ _MAX_HEADING_LEVELS = 4
 _PAGE_NUMBER = re.compile(
     r"^(page|seite|p\.|第)?\s*[#ivxlc]+\s*((of|/|von|页)\s*[#ivxlc]+)?\s*(页)?$", re.IGNORECASE
 )
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uff00-\uffef\u3000-\u303f]")
 
 
 @dataclass(slots=True)
@@ -283,36 +283,8 @@ def _block(page: int, lines: list[_Line]) -> _Block:
         max(line.bbox[2] for line in lines),
         max(line.bbox[3] for line in lines),
     )
-    text, boxes = _join_lines(lines)
+    text, boxes = join_lines((line.text, line.bbox) for line in lines)
     return _Block(page=page, lines=lines, bbox=bbox, size=size, bold=bold, text=text, boxes=boxes)
-
-
-def _join_lines(lines: list[_Line]) -> tuple[str, tuple[TextBox, ...]]:
-    text = ""
-    boxes: list[TextBox] = []
-    for line in lines:
-        piece = " ".join(line.text.split())
-        if not piece:
-            continue
-        if text:
-            if _is_hyphenated(text, piece):
-                text = text[:-1]
-            elif not (_CJK.match(text[-1]) and _CJK.match(piece[0])):
-                text += " "
-        start = len(text)
-        text += piece
-        boxes.append(TextBox(start=start, end=len(text), bbox=line.bbox))
-    return text, tuple(boxes)
-
-
-def _is_hyphenated(text: str, next_piece: str) -> bool:
-    return (
-        len(text) >= 2
-        and text[-1] in "-\u00ad"
-        and text[-2].isalpha()
-        and next_piece[0].isalpha()
-        and next_piece[0].islower()
-    )
 
 
 def _margin_key(block: _Block, page_height: float) -> str | None:
