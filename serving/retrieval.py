@@ -50,6 +50,7 @@ class Searchable(Protocol):
     ) -> list[Hit]: ...
 
 
+# The rankings fusion merges: NearestHits fields, each weighted by RetrievalSettings.<kind>_weight.
 _RANKINGS = ("dense", "sparse", "image")
 
 
@@ -107,12 +108,8 @@ class Retrieval:
 
 def fuse(nearest: NearestHits, settings: RetrievalSettings) -> list[Candidate]:
     """Merge the dense, sparse and image rankings into one, best first."""
-    rankings = {"dense": nearest.dense, "sparse": nearest.sparse, "image": nearest.image}
-    weights = {
-        "dense": settings.dense_weight,
-        "sparse": settings.sparse_weight,
-        "image": settings.image_weight,
-    }
+    rankings: dict[str, list[Hit]] = {kind: getattr(nearest, kind) for kind in _RANKINGS}
+    weights: dict[str, float] = {kind: getattr(settings, f"{kind}_weight") for kind in _RANKINGS}
     candidates: dict[str, Candidate] = {}
     # A ranking weighted 0 brings no candidates of its own; its ranks are kept for traces.
     for kind in sorted(rankings, key=lambda kind: weights[kind] == 0):
