@@ -43,7 +43,7 @@ from rag_pipeline.parsing import ParseOptions
 from rag_pipeline.parsing.pool import parse_in_workers, start_parser_server
 from rag_pipeline.stages import DocumentTask, StageFiles, element_from_row
 from rag_pipeline.store import VectorStore, open_vector_store
-from rag_pipeline.store.schema import MODALITY_IMAGE, DocumentFacts, IndexPoint, chunk_point
+from rag_pipeline.store.schema import DocumentFacts, IndexPoint, chunk_point, is_picture
 
 Metadata = dict[str, Any]
 
@@ -280,7 +280,7 @@ class Indexer:
                     meta["error"] = "no text to index after parsing"
                 report[task.doc_id] = {
                     "chunks": len(rows),
-                    "pictures": sum(1 for row in rows if row["modality"] == MODALITY_IMAGE),
+                    "pictures": sum(1 for row in rows if is_picture(row)),
                     "tokens": sum(row["token_count"] for row in rows),
                     "seconds": round(time.perf_counter() - started, 3),
                     "preview": rows[0]["text"][:_PREVIEW_CHARS] if rows else "",
@@ -379,7 +379,7 @@ class Indexer:
         if not self.settings.images.clip_model:
             return {}
         per_document = {
-            doc_id: [row for row in rows if row["modality"] == MODALITY_IMAGE]
+            doc_id: [row for row in rows if is_picture(row)]
             for doc_id, rows in self._chunk_rows(doc_ids).items()
         }
         files = {
@@ -600,7 +600,7 @@ def points_from_cache(
     hashes = [row["text_hash"] for row in rows if row["text"]]
     dense = cache.get_many(models.dense, hashes)
     sparse = cache.get_many(models.sparse, hashes)
-    pictures = [row["image_sha256"] for row in rows if row["modality"] == MODALITY_IMAGE]
+    pictures = [row["image_sha256"] for row in rows if is_picture(row)]
     images = cache.get_many(models.image, pictures) if models.image and pictures else {}
     points: list[IndexPoint] = []
     for row in rows:
@@ -609,7 +609,7 @@ def points_from_cache(
         if has_text and not (text_hash in dense and text_hash in sparse):
             continue
         image = None
-        if row["modality"] == MODALITY_IMAGE and models.image:
+        if is_picture(row) and models.image:
             if row["image_sha256"] not in images:
                 continue
             image = np.frombuffer(images[row["image_sha256"]], dtype=np.float32)

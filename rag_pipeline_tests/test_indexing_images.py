@@ -8,13 +8,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.cli import main
 from rag_pipeline.config import Settings, load_settings
+from rag_pipeline.embedding import EmbeddingCache, SparseVector
+from rag_pipeline.indexing import VectorModels, points_from_cache
 from rag_pipeline.parsing.images import open_picture
 from rag_pipeline.store import open_vector_store
+from rag_pipeline.store.schema import DocumentFacts
 from rag_pipeline_tests.conftest import Cli
 from rag_pipeline_tests.documents import pdf_with_figures, photo, scanned_pdf, text_picture
 from rag_pipeline_tests.embedding.test_image_models import tiny_captioner
@@ -172,3 +176,31 @@ def test_an_image_folder_is_indexed_changed_and_deleted_incrementally(
         store.close()
     kept = {path.name for path in (home / "images").rglob("*.png")}
     assert len(kept) == 2  # the deleted and the replaced pictures' files are gone
+
+
+def test_chunk_rows_written_before_pictures_existed_still_become_text_points(
+    tmp_path: Path,
+) -> None:
+    """A home indexed by an earlier version keeps its catalog rows (no modality, no picture
+    fields) for documents whose version did not change; the page rebuilds points from them."""
+    row = {
+        "chunk_id": "docs/a.md@v1#0",
+        "chunk_index": 0,
+        "text": "Owls hunt at night.",
+        "text_hash": "h0",
+        "page_start": None,
+        "page_end": None,
+        "bboxes": [],
+        "section": ["Owls"],
+        "token_count": 7,
+        "lang": "en",
+    }
+    cache = EmbeddingCache(tmp_path / "cache.sqlite")
+    models = VectorModels(dense="dense", sparse="sparse", image=None)
+    cache.put_many("dense", {"h0": np.ones(4, np.float32).tobytes()})
+    sparse = SparseVector(np.array([3]), np.array([0.5], np.float32))
+    cache.put_many("sparse", {"h0": sparse.to_bytes()})
+    facts = DocumentFacts("docs/a.md", "/docs/a.md", "markdown", "a", "v1", "sha", 0.0)
+    (point,) = points_from_cache([row], facts, cache, models)
+    cache.close()
+    assert point.payload["modality"] == "text" and point.image is None

@@ -18,7 +18,7 @@ from typing import Any
 from rag_pipeline import ids
 from rag_pipeline.catalog import Catalog, DocumentRecord
 from rag_pipeline.config import Settings
-from rag_pipeline.store.schema import MODALITY_IMAGE
+from rag_pipeline.store.schema import is_picture
 
 HIGHLIGHT = (1.0, 0.78, 0.0)  # amber, visible on white and on scans
 _CONTEXT_CHARS = 600
@@ -77,8 +77,8 @@ def preview(settings: Settings, chunk_id: str, *, dpi: int = 110) -> Preview:
         png = render_page(path, page, boxes, dpi=dpi)
     elif record.file_type == "image":
         # The picture itself needs no frame around all of it; words read in it do.
-        png = render_picture(path, [] if row["modality"] == MODALITY_IMAGE else boxes)
-    elif row["modality"] == MODALITY_IMAGE:
+        png = render_picture(path, [] if is_picture(row) else boxes)
+    elif is_picture(row):
         png = picture_file(settings, row).read_bytes()
     return Preview(row["doc_id"], chunk_id, page, png, context)
 

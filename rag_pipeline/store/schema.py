@@ -25,6 +25,11 @@ MODALITY_TEXT = "text"
 MODALITY_IMAGE = "image"  # a picture: its CLIP vector, and its caption's text vectors if any
 
 
+def is_picture(chunk: dict[str, Any]) -> bool:
+    """Whether a catalog chunk row is a picture (rows written before pictures existed are not)."""
+    return chunk.get("modality") == MODALITY_IMAGE
+
+
 @dataclass(slots=True)
 class IndexPoint:
     point_id: str
@@ -147,7 +152,7 @@ def chunk_point(
                     "phash": chunk["phash"],
                     "caption": chunk["text"],
                 }
-                if chunk.get("modality") == MODALITY_IMAGE
+                if is_picture(chunk)
                 else {}
             ),
         },
