@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from rag_pipeline.config import Settings
-from rag_pipeline.store.schema import MODALITY_IMAGE, QueryFilter
+from rag_pipeline.store.schema import QueryFilter, is_picture
 from serving.answer import Answer, Message, answer, load_answerer
 from serving.history import History
 from serving.preview import PreviewError, picture_file
@@ -49,7 +49,7 @@ class Source:
     def of(cls, number: int, passage: Candidate) -> Source:
         payload = passage.payload
         text = " ".join(passage.text.split())
-        if not text and payload.get("modality") == MODALITY_IMAGE:
+        if not text and is_picture(payload):
             text = "(a picture)"
         return cls(
             number=number,
@@ -136,11 +136,10 @@ class Assistant:
         """A found picture to show: the stored copy of a picture hit, None for text hits."""
         from PIL import Image
 
-        if candidate.payload.get("modality") != MODALITY_IMAGE:
+        if not is_picture(candidate.payload):
             return None
-        row = {"chunk_id": candidate.payload.get("chunk_id"), **candidate.payload}
         try:
-            with Image.open(picture_file(self.settings, row)) as opened:
+            with Image.open(picture_file(self.settings, candidate.payload)) as opened:
                 return opened.convert("RGB")
         except (PreviewError, OSError):  # re-indexed or deleted since it was found
             return None
