@@ -355,22 +355,8 @@ class Indexer:
         texts = {row["text_hash"]: row["text"] for rows in per_document.values() for row in rows}
         started = time.perf_counter()
         embedded = ensure(texts, progress)
-        report: dict[str, Metadata] = {}
-        for doc_id, rows in per_document.items():
-            hashes = {row["text_hash"] for row in rows}
-            report[doc_id] = {
-                "model": model_id,
-                "chunks": len(rows),
-                "embedded": len(hashes & embedded),
-                "cached": len(hashes - embedded),
-            }
-        if per_document:
-            report["*"] = {
-                "embedded": len(embedded),
-                "cached": len(texts) - len(embedded),
-                "seconds": round(time.perf_counter() - started, 3),
-            }
-        return report
+        keys = {doc_id: [row["text_hash"] for row in rows] for doc_id, rows in per_document.items()}
+        return _embedding_report(model_id, "chunks", keys, embedded, started)
 
     # -- image_embeddings ----------------------------------------------------------------------
 
@@ -379,8 +365,9 @@ class Indexer:
         if not self.settings.images.clip_model:
             return {}
         per_document = {
-            doc_id: [row for row in rows if is_picture(row)]
+            doc_id: pictures
             for doc_id, rows in self._chunk_rows(doc_ids).items()
+            if (pictures := [row for row in rows if is_picture(row)])
         }
         files = {
             row["image_sha256"]: self.settings.home / row["image_file"]
@@ -391,23 +378,10 @@ class Indexer:
         embedded = ensure_picture_vectors(
             self.clip, files, self.cache, _progress("image embeddings", "pictures")
         )
-        report: dict[str, Metadata] = {}
-        for doc_id, rows in per_document.items():
-            if rows:
-                hashes = {row["image_sha256"] for row in rows}
-                report[doc_id] = {
-                    "model": self.clip.model_id,
-                    "pictures": len(rows),
-                    "embedded": len(hashes & embedded),
-                    "cached": len(hashes - embedded),
-                }
-        if files:
-            report["*"] = {
-                "embedded": len(embedded),
-                "cached": len(files) - len(embedded),
-                "seconds": round(time.perf_counter() - started, 3),
-            }
-        return report
+        keys = {
+            doc_id: [row["image_sha256"] for row in rows] for doc_id, rows in per_document.items()
+        }
+        return _embedding_report(self.clip.model_id, "pictures", keys, embedded, started)
 
     # -- qdrant_points -------------------------------------------------------------------------
 
@@ -554,13 +528,13 @@ class Indexer:
 
     def check_vector_size(self) -> CheckOutcome:
         dense, image = vector_sizes(self.settings)
+        stored_dense, stored_image = self.store.dense_size(), self.store.image_size()
         failures: dict[str, str] = {}
-        if self.store.dense_size() not in (None, dense):
-            failures["*"] = f"text vectors are {self.store.dense_size()}-d, the model gives {dense}"
-        elif self.store.dense_size() is not None and self.store.image_size() != image:
+        if stored_dense not in (None, dense):
+            failures["*"] = f"text vectors are {stored_dense}-d, the model gives {dense}"
+        elif stored_dense is not None and stored_image != image:
             failures["*"] = (
-                f"image vectors are {self.store.image_size() or 'absent'}, CLIP gives "
-                f"{image or 'none'}"
+                f"image vectors are {stored_image or 'absent'}, CLIP gives {image or 'none'}"
             )
         summary: Metadata = {"model": self.settings.embedding.dense_model, "dim": dense}
         if image:
@@ -579,6 +553,30 @@ class Indexer:
             elif record.state == "failed" and not record.error:
                 failures[doc_id] = "failed without a reason"
         return CheckOutcome(not failures, failures, {})
+
+
+def _embedding_report(
+    model_id: str, unit: str, keys: dict[str, list[str]], embedded: set[str], started: float
+) -> dict[str, Metadata]:
+    """An embedding asset's metadata: per document its inputs (cache keys) and how many of them
+    were embedded now or found in the cache; for the batch ("*") the totals and seconds."""
+    report: dict[str, Metadata] = {}
+    for doc_id, doc_keys in keys.items():
+        unique = set(doc_keys)
+        report[doc_id] = {
+            "model": model_id,
+            unit: len(doc_keys),
+            "embedded": len(unique & embedded),
+            "cached": len(unique - embedded),
+        }
+    if keys:
+        total = len({key for doc_keys in keys.values() for key in doc_keys})
+        report["*"] = {
+            "embedded": len(embedded),
+            "cached": total - len(embedded),
+            "seconds": round(time.perf_counter() - started, 3),
+        }
+    return report
 
 
 def vector_sizes(settings: Settings) -> tuple[int, int | None]:

@@ -25,28 +25,14 @@ from rag_pipeline.catalog import Catalog, DocumentRecord
 from rag_pipeline.config import Settings
 from rag_pipeline.embedding import EmbeddingCache
 from rag_pipeline.indexing import VectorModels, points_from_cache, vector_sizes
-from rag_pipeline.store import open_vector_store
+from rag_pipeline.store import SearchableStore, open_vector_store
 from rag_pipeline.store.edge import EdgeStore
 from rag_pipeline.store.schema import DocumentFacts, Hit, NearestHits, QueryFilter
 
 logger = logging.getLogger(__name__)
 
 
-class ServingStore(Protocol):
-    def nearest(
-        self,
-        dense: np.ndarray,
-        sparse: tuple[np.ndarray, np.ndarray],
-        *,
-        limit: int,
-        query_filter: QueryFilter | None = None,
-        image: np.ndarray | None = None,
-    ) -> NearestHits: ...
-
-    def nearest_pictures(
-        self, image: np.ndarray, *, limit: int, query_filter: QueryFilter | None = None
-    ) -> list[Hit]: ...
-
+class ServingStore(SearchableStore, Protocol):
     def refresh(self) -> RefreshReport:
         """Take in what indexing runs changed since the last refresh."""
 

@@ -13,15 +13,14 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from rag_pipeline.config import RetrievalSettings, Settings
 from rag_pipeline.embedding import DenseEncoder, SparseEncoder
 from rag_pipeline.embedding.image import ClipEncoder
 from rag_pipeline.embedding.models import dense_model_languages
 from rag_pipeline.language import detect_language
+from rag_pipeline.store import SearchableStore
 from rag_pipeline.store.schema import Hit, NearestHits, QueryFilter
 
 if TYPE_CHECKING:
@@ -32,22 +31,6 @@ if TYPE_CHECKING:
 
 class QueryError(ValueError):
     """A query that cannot be run; the message says why."""
-
-
-class Searchable(Protocol):
-    def nearest(
-        self,
-        dense: np.ndarray,
-        sparse: tuple[np.ndarray, np.ndarray],
-        *,
-        limit: int,
-        query_filter: QueryFilter | None = None,
-        image: np.ndarray | None = None,
-    ) -> NearestHits: ...
-
-    def nearest_pictures(
-        self, image: np.ndarray, *, limit: int, query_filter: QueryFilter | None = None
-    ) -> list[Hit]: ...
 
 
 # The rankings fusion merges: NearestHits fields, each weighted by RetrievalSettings.<kind>_weight.
@@ -156,7 +139,7 @@ class Retriever:
     """Embeds a query, searches, fuses and reranks; models are loaded once and reused."""
 
     def __init__(
-        self, settings: Settings, store: Searchable, reranker: Reranker | None = None
+        self, settings: Settings, store: SearchableStore, reranker: Reranker | None = None
     ) -> None:
         self.settings = settings
         self.store = store

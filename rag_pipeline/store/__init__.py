@@ -19,28 +19,8 @@ class StoreBusyError(StoreError):
     """Another process holds the embedded store open (only one may at a time)."""
 
 
-class VectorStore(Protocol):
-    def ensure_collection(self, dense_dim: int, image_dim: int | None = None) -> None:
-        """Create the collection if missing; fail clearly if it exists with other vector sizes.
-
-        ``image_dim``: the size of the pictures' CLIP vectors, None when there are none.
-        """
-
-    def upsert(self, points: Sequence[IndexPoint]) -> None: ...
-
-    def delete_document(self, doc_id: str, keep_version: str | None = None) -> None:
-        """Delete a document's points, all of them or all but those of ``keep_version``."""
-
-    def count(self, doc_id: str | None = None) -> int: ...
-
-    def point_owners(self) -> dict[str, tuple[str, str]]:
-        """point id → (doc_id, version) for every point, for consistency checks."""
-
-    def dense_size(self) -> int | None:
-        """The size of the dense text vectors, or None when there is no collection yet."""
-
-    def image_size(self) -> int | None:
-        """The size of the image vectors, or None when the collection has none."""
+class SearchableStore(Protocol):
+    """What retrieval needs of a store: the index itself, or the chat page's replica of it."""
 
     def nearest(
         self,
@@ -62,6 +42,30 @@ class VectorStore(Protocol):
         self, image: np.ndarray, *, limit: int, query_filter: QueryFilter | None = None
     ) -> list[Hit]:
         """The ``limit`` pictures nearest to a CLIP vector (search by image)."""
+
+
+class VectorStore(SearchableStore, Protocol):
+    def ensure_collection(self, dense_dim: int, image_dim: int | None = None) -> None:
+        """Create the collection if missing; fail clearly if it exists with other vector sizes.
+
+        ``image_dim``: the size of the pictures' CLIP vectors, None when there are none.
+        """
+
+    def upsert(self, points: Sequence[IndexPoint]) -> None: ...
+
+    def delete_document(self, doc_id: str, keep_version: str | None = None) -> None:
+        """Delete a document's points, all of them or all but those of ``keep_version``."""
+
+    def count(self, doc_id: str | None = None) -> int: ...
+
+    def point_owners(self) -> dict[str, tuple[str, str]]:
+        """point id → (doc_id, version) for every point, for consistency checks."""
+
+    def dense_size(self) -> int | None:
+        """The size of the dense text vectors, or None when there is no collection yet."""
+
+    def image_size(self) -> int | None:
+        """The size of the image vectors, or None when the collection has none."""
 
     def close(self) -> None: ...
 

@@ -41,6 +41,7 @@ class EdgeStore:
     def __init__(self, path: Path, *, wait_seconds: float = 0.0) -> None:
         """Open the shard at ``path`` if it exists; retry for ``wait_seconds`` while it is busy."""
         self.path = path
+        self._config: dict[str, Any] | None = None  # the shard's vector layout, read once
         self._shard = self._load(wait_seconds) if (path / _CONFIG_FILE).exists() else None
 
     def _load(self, wait_seconds: float) -> EdgeShard:
@@ -81,6 +82,7 @@ class EdgeStore:
             # all documents are re-indexed in this run anyway: start the shard afresh.
             self._shard.close()
             shutil.rmtree(self.path)
+            self._config = None
         vectors = {DENSE_VECTOR: EdgeVectorParams(size=dense_dim, distance=Distance.Cosine)}
         if image_dim:
             vectors[IMAGE_VECTOR] = EdgeVectorParams(size=image_dim, distance=Distance.Cosine)
@@ -112,9 +114,12 @@ class EdgeStore:
         return self._shard_config()["vectors"].get(IMAGE_VECTOR, {}).get("size")
 
     def _shard_config(self) -> dict[str, Any]:
+        """The layout qdrant_edge wrote when it created the shard (queries ask it each time)."""
         import json
 
-        return json.loads((self.path / _CONFIG_FILE).read_text())
+        if self._config is None:
+            self._config = json.loads((self.path / _CONFIG_FILE).read_text())
+        return self._config
 
     def upsert(self, points: Sequence[IndexPoint]) -> None:
         from qdrant_edge import Point, SparseVector, UpdateOperation

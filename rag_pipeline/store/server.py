@@ -36,6 +36,7 @@ class QdrantServerStore:
     def __init__(self, client: QdrantClient, collection: str) -> None:
         self.client = client
         self.collection = collection
+        self._searches_images: bool | None = None  # see _has_image_vectors
 
     @classmethod
     def from_settings(cls, settings: StoreSettings) -> QdrantServerStore:
@@ -98,6 +99,17 @@ class QdrantServerStore:
         vectors = self.client.get_collection(self.collection).config.params.vectors
         image = vectors.get(IMAGE_VECTOR) if isinstance(vectors, dict) else None
         return image.size if image else None
+
+    def _has_image_vectors(self) -> bool:
+        """Whether the collection has image vectors, asked once: a query need not ask the server
+        each time, and an existing collection's layout does not change (ensure_collection asks
+        for a new collection instead)."""
+        if self._searches_images is None:
+            size = self.image_size()
+            if size is None and not self._exists():
+                return False  # no collection yet: ask again next time
+            self._searches_images = size is not None
+        return self._searches_images
 
     def upsert(self, points: Sequence[IndexPoint]) -> None:
         from qdrant_client import models
@@ -176,7 +188,7 @@ class QdrantServerStore:
             (dense.tolist(), DENSE_VECTOR),
             (models.SparseVector(indices=indices.tolist(), values=values.tolist()), SPARSE_VECTOR),
         ]
-        if image is not None and self.image_size():
+        if image is not None and self._has_image_vectors():
             searches.append((image.tolist(), IMAGE_VECTOR))
         found = self.client.query_batch_points(
             self.collection,
@@ -196,7 +208,7 @@ class QdrantServerStore:
     def nearest_pictures(
         self, image: np.ndarray, *, limit: int, query_filter: QueryFilter | None = None
     ) -> list[Hit]:
-        if not self.image_size():
+        if not self._has_image_vectors():
             return []
         found = self.client.query_points(
             self.collection,
