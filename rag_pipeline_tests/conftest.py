@@ -11,6 +11,22 @@ import pytest
 from rag_pipeline.cli import main
 
 
+def _has_tesseract() -> bool:
+    import shutil
+    import subprocess
+
+    if shutil.which("tesseract") is None:
+        return False
+    listed = subprocess.run(["tesseract", "--list-langs"], capture_output=True, text=True)
+    return {"eng", "chi_sim"} <= set(listed.stdout.split())
+
+
+# OCR tests need Debian's tesseract-ocr and tesseract-ocr-chi-sim, which .ci/run installs.
+needs_tesseract = pytest.mark.skipif(
+    not _has_tesseract(), reason="needs tesseract with eng and chi_sim (apt: tesseract-ocr-chi-sim)"
+)
+
+
 @pytest.fixture(autouse=True)
 def offline_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """No hub, no telemetry, and no configuration leaking in from the developer's shell."""

@@ -19,7 +19,7 @@ from rag_pipeline.indexing import VectorModels, points_from_cache
 from rag_pipeline.parsing.images import open_picture
 from rag_pipeline.store import open_vector_store
 from rag_pipeline.store.schema import DocumentFacts
-from rag_pipeline_tests.conftest import Cli
+from rag_pipeline_tests.conftest import Cli, needs_tesseract
 from rag_pipeline_tests.documents import pdf_with_figures, photo, scanned_pdf, text_picture
 from rag_pipeline_tests.embedding.test_image_models import tiny_captioner
 from rag_pipeline_tests.test_indexing import _metadata, _query, _status
@@ -28,6 +28,9 @@ from serving.preview import preview
 from serving.replica import EmbeddedReplica
 from serving.retrieval import Retriever
 from serving.server import BackgroundServer
+
+# Every picture is read by OCR too (image files always are).
+pytestmark = needs_tesseract
 
 
 def _picture_corpus(folder: Path) -> Path:
@@ -42,6 +45,7 @@ def _picture_corpus(folder: Path) -> Path:
 
 
 def _image_home(root: Path, source: Path) -> Path:
+    pytest.importorskip("open_clip")  # the image extra, which .ci/run installs
     home = root / "home"
     home.mkdir(parents=True)
     images = {

@@ -25,6 +25,12 @@ from rag_pipeline_tests.documents import photo
 RANDOM_CLIP = ImageSettings(clip_model="ViT-B-32", clip_pretrained=None)
 
 
+@pytest.fixture
+def open_clip() -> None:
+    """OpenCLIP comes with the ``image`` extra (with torch); .ci/run installs it."""
+    pytest.importorskip("open_clip")
+
+
 def tiny_captioner(folder: Path) -> Path:
     """A random one-layer BLIP captioner with the MiniLM (BERT) tokenizer, saved to ``folder``."""
     torch = pytest.importorskip("torch")
@@ -45,11 +51,13 @@ def tiny_captioner(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.usefixtures("open_clip")
 def test_the_image_vector_size_is_read_without_loading_the_model() -> None:
     assert clip_dim(RANDOM_CLIP) == 512
     assert clip_dim(ImageSettings()) is None  # no CLIP configured: no image vectors
 
 
+@pytest.mark.usefixtures("open_clip")
 def test_random_clip_weights_are_the_same_in_every_load_so_queries_match_the_index() -> None:
     pictures = [open_picture(photo(seed)) for seed in (1, 2)]
     first = ClipEncoder(RANDOM_CLIP).embed_pictures(pictures)
@@ -61,6 +69,7 @@ def test_random_clip_weights_are_the_same_in_every_load_so_queries_match_the_ind
     assert query.shape == (512,)
 
 
+@pytest.mark.usefixtures("open_clip")
 def test_an_unknown_clip_model_fails_with_a_reason() -> None:
     encoder = ClipEncoder(ImageSettings(clip_model="ViT-Nonexistent", clip_pretrained=None))
     with pytest.raises(ImageModelError, match="ViT-Nonexistent"):

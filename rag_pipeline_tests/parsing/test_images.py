@@ -10,11 +10,13 @@ import pytest
 
 from rag_pipeline.parsing import ParseError, ParseOptions, parse_document
 from rag_pipeline.parsing.images import hash_distance, open_picture, perceptual_hash
+from rag_pipeline_tests.conftest import needs_tesseract
 from rag_pipeline_tests.documents import pdf_with_figures, photo, scanned_pdf, text_picture
 
 READ_ALL = ParseOptions(ocr_languages="eng+chi_sim", images=True)
 
 
+@needs_tesseract
 def test_a_scanned_pdf_page_is_read_by_ocr_with_line_boxes_in_page_points(tmp_path: Path) -> None:
     path = scanned_pdf(
         tmp_path / "scan.pdf", ["Quarterly maintenance report", "Pump station seven was inspected"]
@@ -35,6 +37,7 @@ def test_a_scan_without_ocr_fails_with_a_reason(tmp_path: Path) -> None:
         parse_document(path, ParseOptions(ocr_languages=None))
 
 
+@needs_tesseract
 def test_chinese_text_in_an_image_is_read_without_spaces_between_characters(
     tmp_path: Path,
 ) -> None:
@@ -95,6 +98,7 @@ def test_a_damaged_image_fails_with_a_reason(tmp_path: Path) -> None:
         parse_document(path, READ_ALL)
 
 
+@needs_tesseract
 def test_an_image_without_words_needs_image_search(tmp_path: Path) -> None:
     path = tmp_path / "photo.png"
     path.write_bytes(photo(3))
@@ -111,6 +115,7 @@ def test_the_perceptual_hash_matches_a_resized_copy_and_not_another_picture() ->
     assert hash_distance(perceptual_hash(original), perceptual_hash(other)) > 12
 
 
+@needs_tesseract
 def test_words_in_a_pdf_picture_are_read_where_the_picture_is_shown(tmp_path: Path) -> None:
     import pymupdf
 

@@ -3,6 +3,7 @@ from pathlib import Path
 
 from rag_pipeline.parsing import ParseOptions
 from rag_pipeline.parsing.pool import parse_in_workers
+from rag_pipeline_tests.conftest import needs_tesseract
 from rag_pipeline_tests.documents import long_pdf, scanned_pdf, two_column_pdf
 
 # OCR of a small scanned page takes about 0.3 s here, two at a time: forty take longer than
@@ -36,6 +37,7 @@ def test_a_parser_over_its_time_limit_is_stopped_and_the_next_document_still_par
     assert by_key["fast"].document is not None
 
 
+@needs_tesseract
 def test_a_long_scan_is_not_stopped_while_ocr_advances_page_by_page(tmp_path: Path) -> None:
     scan = scanned_pdf(tmp_path / "scan.pdf", ["Pump station seven"], pages=40)
     options = ParseOptions(ocr_languages="eng")
