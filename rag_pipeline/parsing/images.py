@@ -47,7 +47,9 @@ def open_picture(data: bytes) -> Image:
         with Image.open(io.BytesIO(data)) as picture:
             picture.seek(0)
             return picture.convert("RGB")
-    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as error:
+    except UnidentifiedImageError as error:
+        raise ParseError("not a readable image (no image format recognised)") from error
+    except (OSError, ValueError, Image.DecompressionBombError) as error:
         raise ParseError(f"not a readable image ({error})") from error
 
 
