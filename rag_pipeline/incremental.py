@@ -32,13 +32,9 @@ def index_once(
 ) -> IndexOutcome:
     """Index what changed, holding the home's indexing lock throughout.
 
-    With nothing to do, Dagster is never opened: the partitions already match the catalog.
+    With nothing to do, Dagster is not even imported (half a second): the partitions already
+    match the catalog.
     """
-    from rag_pipeline.definitions import defs
-    from rag_pipeline.defs.instance import get_instance
-    from rag_pipeline.defs.partitions import remove_partitions
-    from rag_pipeline.defs.runs import TRIGGER_TAG, index_documents_job, plan_index_run
-
     started = time.perf_counter()
     with index_lock(settings.home):
         diff = find_changes(settings, retry_failed=retry_failed)
@@ -46,6 +42,11 @@ def index_once(
             logger.warning("watched folder %s is missing; its documents are kept", folder)
         succeeded = True
         if diff.to_process:
+            from rag_pipeline.definitions import defs
+            from rag_pipeline.defs.instance import get_instance
+            from rag_pipeline.defs.partitions import remove_partitions
+            from rag_pipeline.defs.runs import TRIGGER_TAG, index_documents_job, plan_index_run
+
             logger.info(
                 "indexing %d new, %d changed and %d deleted documents (%d in the watched folders)",
                 len(diff.new),
