@@ -9,6 +9,14 @@ from __future__ import annotations
 import re
 
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+# Characters of scripts written without spaces between words (Chinese, Japanese kana), with
+# their punctuation and full-width forms, as a regex class body: where text is re-joined (line
+# breaks, wrapped paragraphs, OCR words), two of these meet without a space. Korean is left out:
+# it spaces its words.
+UNSPACED_CHARACTERS = (
+    "\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
+)
+_UNSPACED = re.compile(f"[{UNSPACED_CHARACTERS}]")
 _KANA = re.compile(r"[\u3040-\u30ff]")
 _HANGUL = re.compile(r"[\uac00-\ud7af\u1100-\u11ff]")
 _CYRILLIC = re.compile(r"[\u0400-\u04ff]")
@@ -184,6 +192,11 @@ def detect_language(text: str) -> str:
     }
     best, hits = max(votes.items(), key=lambda item: item[1])
     return best if hits else "en"
+
+
+def is_unspaced(character: str) -> bool:
+    """Whether ``character`` belongs to a script written without spaces between words."""
+    return _UNSPACED.match(character) is not None
 
 
 def has_cjk(text: str) -> bool:

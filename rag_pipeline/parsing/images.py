@@ -30,7 +30,7 @@ from rag_pipeline.parsing.lines import join_lines
 if TYPE_CHECKING:
     from PIL.Image import Image
 
-PARSER_VERSION = "image-1"
+PARSER_VERSION = "image-2"
 EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".bmp", ".gif")
 
 MAX_IMAGE_SIDE = 1024  # pixels: enough for CLIP (224) and captioners (384), and for the page

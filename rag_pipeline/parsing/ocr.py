@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
 
+from rag_pipeline.language import is_unspaced
 from rag_pipeline.parsing.elements import BBox, ParseError
-from rag_pipeline.parsing.lines import is_cjk
 
 if TYPE_CHECKING:
     from PIL.Image import Image
@@ -117,7 +117,7 @@ def join_words(words: Iterable[str]) -> str:
     """Words of one line as text: spaced, except between two CJK characters."""
     text = ""
     for word in words:
-        if text and not (is_cjk(text[-1]) and is_cjk(word[0])):
+        if text and not (is_unspaced(text[-1]) and is_unspaced(word[0])):
             text += " "
         text += word
     return text

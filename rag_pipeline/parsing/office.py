@@ -12,6 +12,7 @@ import os
 import re
 from pathlib import Path
 
+from rag_pipeline.language import UNSPACED_CHARACTERS
 from rag_pipeline.parsing.elements import (
     Element,
     ElementKind,
@@ -25,7 +26,7 @@ from rag_pipeline.parsing.images import office_pictures
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
 
-PARSER_VERSION = "office-2"
+PARSER_VERSION = "office-3"
 
 # format → (module under unstructured.partition, function)
 PARTITIONERS: dict[str, tuple[str, str]] = {
@@ -47,8 +48,7 @@ _KINDS: dict[str, ElementKind] = {
     "Table": "table",
     "Image": "image",
 }
-_CJK = "\u3000-\u303f\u3400-\u9fff\uff00-\uffef"
-_SPACE_BETWEEN_CJK = re.compile(rf"(?<=[{_CJK}])\s+(?=[{_CJK}])")
+_SPACE_BETWEEN_UNSPACED = re.compile(rf"(?<=[{UNSPACED_CHARACTERS}])\s+(?=[{UNSPACED_CHARACTERS}])")
 
 
 def parse_office(path: Path, file_format: str, options: ParseOptions) -> ParsedDocument:
@@ -115,7 +115,7 @@ def _section_path(element: object, by_id: dict, file_format: str) -> tuple[str, 
 
 
 def _normalise(text: str) -> str:
-    return _SPACE_BETWEEN_CJK.sub("", " ".join(text.split()))
+    return _SPACE_BETWEEN_UNSPACED.sub("", " ".join(text.split()))
 
 
 def _require_offline_spacy_model() -> None:

@@ -40,7 +40,7 @@ from rag_pipeline.parsing.lines import join_lines
 if TYPE_CHECKING:
     from PIL.Image import Image
 
-PARSER_VERSION = "pdf-2"
+PARSER_VERSION = "pdf-3"
 
 _MARGIN = 0.09  # share of the page height where running headers and footers live
 _HEADING_SIZE_RATIO = 1.15

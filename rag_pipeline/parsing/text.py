@@ -9,9 +9,10 @@ import json
 import re
 from pathlib import Path
 
+from rag_pipeline.language import is_unspaced
 from rag_pipeline.parsing.elements import Element, ParsedDocument, ParseError
 
-PARSER_VERSION = "text-1"
+PARSER_VERSION = "text-2"
 
 _BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32"),
@@ -20,8 +21,6 @@ _BOMS = (
     (codecs.BOM_UTF16_LE, "utf-16"),
     (codecs.BOM_UTF16_BE, "utf-16"),
 )
-_CJK_TEXT = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
-_CJK_END = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]$")
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 _SENTENCE_END = re.compile(r"[.!?。！？；…:：]['\"”’)）]*$")
 
@@ -85,7 +84,7 @@ def _decode_legacy(data: bytes) -> str:
 def _mostly_chinese(text: str) -> bool:
     """Whether the non-ASCII characters are nearly all Chinese (random bytes seldom are)."""
     non_ascii = [ch for ch in text[:4096] if ord(ch) > 127]
-    chinese = sum(bool(_CJK_TEXT.match(ch)) for ch in non_ascii)
+    chinese = sum(is_unspaced(ch) for ch in non_ascii)
     return bool(non_ascii) and chinese >= 0.9 * len(non_ascii)
 
 
@@ -124,7 +123,7 @@ def _unwrap(block: str) -> str:
         piece = line.strip()
         if joined.endswith("-") and joined[-2:-1].isalpha() and piece[:1].islower():
             joined = joined[:-1] + piece
-        elif _CJK_END.search(joined) and _CJK_TEXT.match(piece[:1]):
+        elif joined and piece and is_unspaced(joined[-1]) and is_unspaced(piece[0]):
             joined += piece
         else:
             joined += " " + piece
