@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +29,8 @@ from rag_pipeline.parsing.lines import join_lines
 
 if TYPE_CHECKING:
     from PIL.Image import Image
+    from pptx.shapes.group import GroupShape
+    from pptx.shapes.picture import Picture
 
 PARSER_VERSION = "image-2"
 EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".bmp", ".gif")
@@ -216,29 +218,62 @@ def office_pictures(path: Path, file_format: str, min_side: int) -> list[ParsedI
 
 def _pptx_pictures(path: Path) -> list[tuple[bytes, int | None, BBox | None]]:
     from pptx import Presentation
-    from pptx.shapes.group import GroupShape
-    from pptx.shapes.picture import Picture
-
-    def pictures_in(shapes: Iterable[object]) -> Iterable[Picture]:
-        for shape in shapes:
-            if isinstance(shape, GroupShape):
-                yield from pictures_in(shape.shapes)
-            elif isinstance(shape, Picture):  # placeholders holding a picture included
-                yield shape
 
     found: list[tuple[bytes, int | None, BBox | None]] = []
     for number, slide in enumerate(Presentation(str(path)).slides, 1):
-        for picture in pictures_in(slide.shapes):
+        for picture, (scale_x, scale_y, shift_x, shift_y) in _pptx_placed_pictures(
+            slide.shapes, _IDENTITY
+        ):
             try:
                 data = picture.image.blob
             except (ValueError, KeyError):  # a linked picture: its file is not in the deck
                 continue
-            # Offsets inside a group are the group's own; the box is right for ungrouped ones.
-            left, top = (picture.left or 0) / _EMU_PER_POINT, (picture.top or 0) / _EMU_PER_POINT
-            width = (picture.width or 0) / _EMU_PER_POINT
-            height = (picture.height or 0) / _EMU_PER_POINT
+            left = (scale_x * (picture.left or 0) + shift_x) / _EMU_PER_POINT
+            top = (scale_y * (picture.top or 0) + shift_y) / _EMU_PER_POINT
+            width = scale_x * (picture.width or 0) / _EMU_PER_POINT
+            height = scale_y * (picture.height or 0) / _EMU_PER_POINT
             found.append((data, number, (left, top, left + width, top + height)))
     return found
+
+
+# (scale x, scale y, shift x, shift y): a shape's own offsets and sizes → the slide's, in EMU.
+_Placement = tuple[float, float, float, float]
+_IDENTITY: _Placement = (1.0, 1.0, 0.0, 0.0)
+
+
+def _pptx_placed_pictures(
+    shapes: Iterable[object], placement: _Placement
+) -> Iterator[tuple[Picture, _Placement]]:
+    """Every picture among ``shapes`` (in groups too), with what places it on the slide.
+
+    A group's members are laid out in the group's own coordinates (its child offset and extent),
+    which the group maps onto its box on the slide: nested groups compose these mappings.
+    """
+    from pptx.shapes.group import GroupShape
+    from pptx.shapes.picture import Picture
+
+    for shape in shapes:
+        if isinstance(shape, GroupShape):
+            yield from _pptx_placed_pictures(shape.shapes, _group_placement(shape, placement))
+        elif isinstance(shape, Picture):  # placeholders holding a picture included
+            yield shape, placement
+
+
+def _group_placement(group: GroupShape, outer: _Placement) -> _Placement:
+    transform = group._element.grpSpPr.xfrm  # python-pptx has no public child offset/extent
+    if transform is None or transform.chOff is None or transform.chExt is None:
+        return outer
+    child_x, child_y = transform.chOff.x, transform.chOff.y
+    child_width, child_height = transform.chExt.cx, transform.chExt.cy
+    scale_x = (group.width or 0) / child_width if child_width else 1.0
+    scale_y = (group.height or 0) / child_height if child_height else 1.0
+    outer_scale_x, outer_scale_y, outer_shift_x, outer_shift_y = outer
+    return (
+        outer_scale_x * scale_x,
+        outer_scale_y * scale_y,
+        outer_scale_x * ((group.left or 0) - child_x * scale_x) + outer_shift_x,
+        outer_scale_y * ((group.top or 0) - child_y * scale_y) + outer_shift_y,
+    )
 
 
 def _docx_pictures(path: Path) -> list[tuple[bytes, int | None, BBox | None]]:

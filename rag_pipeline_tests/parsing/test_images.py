@@ -80,6 +80,30 @@ def test_pptx_pictures_carry_their_slide_and_box(tmp_path: Path) -> None:
     ]
 
 
+def test_pptx_pictures_in_moved_and_scaled_groups_carry_their_box_on_the_slide(
+    tmp_path: Path,
+) -> None:
+    from pptx import Presentation
+    from pptx.util import Pt
+
+    deck = Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[6])
+    outer = slide.shapes.add_group_shape()
+    inner = outer.shapes.add_group_shape()
+    inner.shapes.add_picture(io.BytesIO(photo(4)), Pt(100), Pt(100), Pt(160), Pt(120))
+    # Both groups start at the picture's box, (100, 100) sized 160 x 120. Moving a group moves
+    # its members; sizing it scales them (the members keep their own coordinates, only the
+    # group's box changes): the inner group moves 50 right, inside the outer group, which
+    # then moves to (200, 200) and doubles, so that 50 becomes 100.
+    inner.left = Pt(150)
+    outer.left, outer.top = Pt(200), Pt(200)
+    outer.width, outer.height = outer.width * 2, outer.height * 2
+    deck.save(tmp_path / "grouped.pptx")
+    (picture,) = parse_document(tmp_path / "grouped.pptx", READ_ALL).images
+    assert picture.page == 1
+    assert picture.bbox == pytest.approx((300, 200, 620, 440))
+
+
 def test_docx_pictures_are_extracted(tmp_path: Path) -> None:
     import docx
 
