@@ -179,9 +179,8 @@ class QdrantServerStore:
         image: np.ndarray | None = None,
     ) -> NearestHits:
         from qdrant_client import models
+        from qdrant_client.http.exceptions import UnexpectedResponse
 
-        if not self._exists():
-            return NearestHits([], [])
         selection = _filter(query_filter)
         indices, values = sparse
         searches: list[tuple[object, str]] = [
@@ -190,15 +189,21 @@ class QdrantServerStore:
         ]
         if image is not None and self._has_image_vectors():
             searches.append((image.tolist(), IMAGE_VECTOR))
-        found = self.client.query_batch_points(
-            self.collection,
-            [
-                models.QueryRequest(
-                    query=query, using=using, limit=limit, filter=selection, with_payload=True
-                )
-                for query, using in searches
-            ],
-        )
+        try:
+            found = self.client.query_batch_points(
+                self.collection,
+                [
+                    models.QueryRequest(
+                        query=query, using=using, limit=limit, filter=selection, with_payload=True
+                    )
+                    for query, using in searches
+                ],
+            )
+        except (UnexpectedResponse, ValueError) as error:
+            # Asked after the fact rather than before every query: one request per question.
+            if _is_missing_collection(error):
+                return NearestHits([], [])
+            raise
         hits = [
             [Hit(str(p.id), p.score, p.payload or {}) for p in response.points]
             for response in found
@@ -222,6 +227,15 @@ class QdrantServerStore:
 
     def close(self) -> None:
         self.client.close()
+
+
+def _is_missing_collection(error: Exception) -> bool:
+    """Whether a failed call failed for want of the collection (none is indexed yet)."""
+    from qdrant_client.http.exceptions import UnexpectedResponse
+
+    if isinstance(error, UnexpectedResponse):
+        return error.status_code == 404
+    return "not found" in str(error)  # qdrant-client's local mode raises a ValueError
 
 
 def _vectors(point: IndexPoint) -> dict[str, object]:

@@ -43,6 +43,21 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStor
     opened.close()
 
 
+@pytest.mark.parametrize("backend", ["edge", "qdrant-client"])
+def test_a_search_before_anything_is_indexed_finds_nothing(backend: str, tmp_path: Path) -> None:
+    empty: VectorStore = (
+        EdgeStore(tmp_path / "edge")
+        if backend == "edge"
+        else QdrantServerStore.from_settings(StoreSettings(client_path=tmp_path / "local"))
+    )
+    sparse = (np.array([1]), np.array([1.0], dtype=np.float32))
+    try:
+        found = empty.nearest(np.ones(DIM, dtype=np.float32), sparse, limit=5)
+        assert (found.dense, found.sparse) == ([], [])
+    finally:
+        empty.close()
+
+
 def test_one_search_returns_the_nearest_points_by_each_vector(store: VectorStore) -> None:
     points = [_point("a", "v1", i, seed=i + 1) for i in range(5)]
     store.upsert(points)
