@@ -20,7 +20,7 @@ from rag_pipeline import ids
 from rag_pipeline.language import detect_language
 
 # Bump when chunks come out differently for the same elements and settings: it re-indexes.
-CHUNKER_VERSION = "chunks-2"
+CHUNKER_VERSION = "chunks-3"
 
 if TYPE_CHECKING:
     from rag_pipeline.embedding.dense import TokenCounter
@@ -129,15 +129,25 @@ class _Headers:
 
     def _of(self, section: tuple[str, ...]) -> tuple[str, int]:
         if section not in self._lines:
-            line, tokens = "", 0
-            for start in range(len(section)):  # drop outer sections until the line is short
-                candidate = " › ".join(" ".join(part.split()) for part in section[start:])
-                tokens = self._counter.count([candidate])[0] + 1  # and its newline
-                if tokens <= self._most:
-                    line = candidate + "\n"
-                    break
-            self._lines[section] = (line, tokens if line else 0)
+            self._lines[section] = self._fitted(section)
         return self._lines[section]
+
+    def _fitted(self, section: tuple[str, ...]) -> tuple[str, int]:
+        """(line, its tokens): outer sections dropped until it is short enough, and the
+        innermost cut after its last whole word that fits when even it is too long (a long
+        paper title: its first words still say what the chunk is about)."""
+        names = [" ".join(part.split()) for part in section]
+        for start in range(len(names)):
+            candidate = " › ".join(names[start:])
+            tokens = self._counter.count([candidate])[0] + 1  # and its newline
+            if tokens <= self._most:
+                return candidate + "\n", tokens
+        if not names or self._most < 2:
+            return "", 0
+        innermost = names[-1]
+        end = self._counter.offsets(innermost)[self._most - 2][1]  # keeps most - 1 tokens
+        cut = innermost[:end].rsplit(" ", 1)[0] if " " in innermost[:end] else innermost[:end]
+        return cut + "\n", self._counter.count([cut])[0] + 1
 
     def line(self, element: Element) -> str:
         return (

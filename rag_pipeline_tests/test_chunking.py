@@ -118,3 +118,18 @@ def test_a_chunk_from_the_middle_of_a_section_starts_with_the_section_path() -> 
     assert chunks[0].text.startswith("Field guide\nOwls\nSentence number 0")
     assert all(c.text.startswith("Field guide › Owls\nSentence") for c in chunks[1:])
     assert all(c.token_count + counter().special_tokens <= 64 for c in chunks)
+
+
+def test_a_title_too_long_to_head_every_chunk_heads_them_with_its_first_words() -> None:
+    title = "A randomised trial of " + " ".join(f"treatment{n}" for n in range(40))
+    elements = [
+        Element(text=title, kind="title", section=(title,)),
+        Element(text=ENGLISH, kind="paragraph", section=(title,)),
+    ]
+    chunks = chunk(elements, max_tokens=128)
+    assert len(chunks) >= 3
+    first_line = chunks[1].text.split("\n")[0]
+    assert first_line.startswith("A randomised trial of")
+    assert title.startswith(first_line + " ")  # cut after a whole word
+    assert all(c.text.startswith(first_line + "\nSentence") for c in chunks[1:])
+    assert all(c.token_count + counter().special_tokens <= 128 for c in chunks)
