@@ -146,7 +146,9 @@ class _Headers:
             return "", 0
         innermost = names[-1]
         end = self._counter.offsets(innermost)[self._most - 2][1]  # keeps most - 1 tokens
-        cut = innermost[:end].rsplit(" ", 1)[0] if " " in innermost[:end] else innermost[:end]
+        cut = innermost[:end]
+        if not innermost[end].isspace() and " " in cut:  # not in the middle of a word
+            cut = cut.rsplit(" ", 1)[0]
         return cut + "\n", self._counter.count([cut])[0] + 1
 
     def line(self, element: Element) -> str:

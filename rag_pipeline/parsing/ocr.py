@@ -114,7 +114,7 @@ def _one_thread() -> Iterator[None]:
 
 
 def join_words(words: Iterable[str]) -> str:
-    """Words of one line as text: spaced, except between two CJK characters."""
+    """Words of one line as text: spaced, except between two Chinese or Japanese characters."""
     text = ""
     for word in words:
         if text and not (is_unspaced(text[-1]) and is_unspaced(word[0])):
