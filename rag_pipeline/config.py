@@ -137,9 +137,9 @@ class ImageSettings(BaseModel):
     ocr_dpi: int = Field(200, ge=72, le=600, description="Resolution scanned pages are read at.")
     ocr_pictures: bool = Field(
         False,
-        description="Also read the words in the pictures of PDFs that have a text layer "
-        "(charts, diagrams, photographed notices), placed where each picture is shown. Costs "
-        "about a second a picture on 2 cores.",
+        description="Also read the words in the pictures of PDFs that have a text layer, of "
+        "PPTX and of DOCX files (charts, screenshots, photographed notices), placed where each "
+        "picture is shown. Costs about a second a picture on 2 cores.",
     )
     min_side: int = Field(
         64,

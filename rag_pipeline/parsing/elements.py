@@ -49,7 +49,7 @@ class ParseOptions:
 
     ocr_languages: str | None = None  # tesseract's "eng+chi_sim"; None: no OCR
     ocr_dpi: int = 200
-    ocr_pictures: bool = False  # also read the words in a PDF's pictures (charts, photos of text)
+    ocr_pictures: bool = False  # also read the words in pictures in PDF, PPTX, DOCX
     images: bool = False  # keep pictures (standalone and embedded) for image search
     min_image_side: int = 64
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,6 +24,7 @@ from rag_pipeline.parsing.elements import (
     ParsedImage,
     ParseError,
     ParseOptions,
+    TextBox,
 )
 from rag_pipeline.parsing.lines import join_lines
 
@@ -149,22 +150,58 @@ def parse_image(path: Path, options: ParseOptions) -> ParsedDocument:
 
 def ocr_elements(picture: Image, languages: str | None) -> list[Element]:
     """The words in an image file as paragraphs with line boxes, in its pixels (its one page)."""
+    return [
+        Element(text, "paragraph", 1, _around(boxes), (), boxes)
+        for text, boxes in _ocr_paragraphs(picture, languages)
+    ]
+
+
+def picture_words(picture: ParsedImage, languages: str) -> list[Element]:
+    """The words in a picture inside a document, as paragraphs on the picture's page, placed
+    where it is shown (a DOCX picture has neither page nor place: Word lays it out)."""
+    image = open_picture(picture.data)
+    place = placement_on_page(image, picture.bbox) if picture.bbox else None
+    elements: list[Element] = []
+    for text, boxes in _ocr_paragraphs(image, languages):
+        placed = tuple(TextBox(b.start, b.end, place(b.bbox)) for b in boxes) if place else ()
+        elements.append(Element(text, "paragraph", picture.page, _around(placed), (), placed))
+    return elements
+
+
+def _ocr_paragraphs(picture: Image, languages: str | None) -> list[tuple[str, tuple[TextBox, ...]]]:
     if not languages:
         return []
     paragraphs: dict[int, list[ocr.OcrLine]] = {}
     for line in ocr.read_lines(picture, languages):
         paragraphs.setdefault(line.paragraph, []).append(line)
-    elements: list[Element] = []
-    for lines in paragraphs.values():
-        text, boxes = join_lines((line.text, line.bbox) for line in lines)
-        bbox = (
-            min(box.bbox[0] for box in boxes),
-            min(box.bbox[1] for box in boxes),
-            max(box.bbox[2] for box in boxes),
-            max(box.bbox[3] for box in boxes),
+    return [join_lines((line.text, line.bbox) for line in lines) for lines in paragraphs.values()]
+
+
+def _around(boxes: tuple[TextBox, ...]) -> BBox | None:
+    if not boxes:
+        return None
+    return (
+        min(box.bbox[0] for box in boxes),
+        min(box.bbox[1] for box in boxes),
+        max(box.bbox[2] for box in boxes),
+        max(box.bbox[3] for box in boxes),
+    )
+
+
+def placement_on_page(picture: Image, shown_at: BBox) -> Callable[[BBox], BBox]:
+    """Pixels of ``picture`` → page units, where the page shows it at ``shown_at``."""
+    x0, y0, x1, y1 = shown_at
+    scale_x, scale_y = (x1 - x0) / picture.width, (y1 - y0) / picture.height
+
+    def place(box: BBox) -> BBox:
+        return (
+            x0 + box[0] * scale_x,
+            y0 + box[1] * scale_y,
+            x0 + box[2] * scale_x,
+            y0 + box[3] * scale_y,
         )
-        elements.append(Element(text, "paragraph", 1, bbox, (), boxes))
-    return elements
+
+    return place
 
 
 # -- pictures inside documents ----------------------------------------------------------------

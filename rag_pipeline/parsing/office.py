@@ -10,17 +10,20 @@ from __future__ import annotations
 import importlib
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from rag_pipeline.language import UNSPACED_CHARACTERS
+from rag_pipeline.parsing import heartbeat
 from rag_pipeline.parsing.elements import (
     Element,
     ElementKind,
     ParsedDocument,
+    ParsedImage,
     ParseError,
     ParseOptions,
 )
-from rag_pipeline.parsing.images import office_pictures
+from rag_pipeline.parsing.images import office_pictures, picture_words
 
 # unstructured phones home at import and per call unless told not to; set before it is imported.
 os.environ.setdefault("DO_NOT_TRACK", "1")
@@ -82,7 +85,17 @@ def parse_office(path: Path, file_format: str, options: ParseOptions) -> ParsedD
         elements.append(
             Element(text=text, kind=kind, page=element.metadata.page_number, section=section)
         )
-    pictures = office_pictures(path, file_format, options.min_image_side) if options.images else []
+    read_pictures = bool(options.ocr_pictures and options.ocr_languages)
+    pictures = (
+        office_pictures(path, file_format, options.min_image_side)
+        if options.images or read_pictures
+        else []
+    )
+    if read_pictures:
+        assert options.ocr_languages
+        elements = _with_picture_words(elements, pictures, options.ocr_languages)
+    if not options.images:
+        pictures = []
     if not elements and not pictures:
         raise ParseError(f"the {file_format.upper()} file has no text")
     title = next((e.text for e in elements if e.kind == "title"), None)
@@ -95,6 +108,26 @@ def parse_office(path: Path, file_format: str, options: ParseOptions) -> ParsedD
         page_count=max(pages) if pages else None,
         images=pictures,
     )
+
+
+def _with_picture_words(
+    elements: list[Element], pictures: list[ParsedImage], languages: str
+) -> list[Element]:
+    """``elements`` with the words OCR reads in each picture after the text of the picture's
+    slide, under its section; a DOCX picture (no page: Word places it) after all the text."""
+    merged = list(elements)
+    for picture in pictures:
+        words = picture_words(picture, languages)
+        heartbeat.beat()  # seconds a picture: the parser's time limit restarts
+        at = len(merged)
+        if picture.page is not None:
+            on_page = [i for i, e in enumerate(merged) if e.page == picture.page]
+            later = (i for i, e in enumerate(merged) if e.page and e.page > picture.page)
+            at = on_page[-1] + 1 if on_page else next(later, len(merged))
+        beside = merged[at - 1] if at and picture.page is not None else None
+        section = beside.section if beside and beside.page == picture.page else ()
+        merged[at:at] = [replace(word, section=section) for word in words]
+    return merged
 
 
 def _section_path(element: object, by_id: dict, file_format: str) -> tuple[str, ...]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +34,7 @@ from rag_pipeline.parsing.elements import (
     ParseOptions,
     TextBox,
 )
-from rag_pipeline.parsing.images import open_picture, pdf_pictures
+from rag_pipeline.parsing.images import open_picture, pdf_pictures, placement_on_page
 from rag_pipeline.parsing.lines import join_lines
 
 if TYPE_CHECKING:
@@ -173,10 +173,8 @@ class _ScanReader:
         pixmap = page.get_pixmap(dpi=self.dpi)  # type: ignore[attr-defined]
         picture = Image.frombytes("RGB", (pixmap.width, pixmap.height), pixmap.samples)
         number = page.number + 1  # type: ignore[attr-defined]
-        scale = 72 / self.dpi
-        future = self._executor.submit(
-            _blocks_read_in, picture, self.languages, number, (0.0, 0.0), (scale, scale)
-        )
+        place = placement_on_page(picture, (0.0, 0.0, page.rect.width, page.rect.height))  # type: ignore[attr-defined]
+        future = self._executor.submit(_blocks_read_in, picture, self.languages, number, place)
         self._pending[future] = number
         self.pages.add(number)
 
@@ -195,28 +193,17 @@ def _picture_blocks(picture: ParsedImage, languages: str) -> list[_Block]:
     """The words in a picture on a page, read by OCR, placed where the picture is shown."""
     assert picture.page is not None and picture.bbox is not None
     image = open_picture(picture.data)
-    x0, y0, x1, y1 = picture.bbox
-    scale = ((x1 - x0) / image.width, (y1 - y0) / image.height)
-    return _blocks_read_in(image, languages, picture.page, (x0, y0), scale)
+    return _blocks_read_in(image, languages, picture.page, placement_on_page(image, picture.bbox))
 
 
 def _blocks_read_in(
-    picture: Image,
-    languages: str,
-    page_number: int,
-    origin: tuple[float, float],
-    scale: tuple[float, float],
+    picture: Image, languages: str, page_number: int, place: Callable[[BBox], BBox]
 ) -> list[_Block]:
-    """OCR lines of ``picture`` as blocks (one per paragraph), pixels mapped to PDF points."""
+    """OCR lines of ``picture`` as blocks (one per paragraph), ``place`` mapping its pixels to
+    PDF points."""
     paragraphs: dict[int, list[_Line]] = {}
     for line in ocr.read_lines(picture, languages):
-        x0, y0, x1, y1 = line.bbox
-        box = (
-            origin[0] + x0 * scale[0],
-            origin[1] + y0 * scale[1],
-            origin[0] + x1 * scale[0],
-            origin[1] + y1 * scale[1],
-        )
+        box = place(line.bbox)
         # A line's box is about its font size high: what heading detection compares.
         size = round((box[3] - box[1]) * 2) / 2
         paragraphs.setdefault(line.paragraph, []).append(

@@ -157,3 +157,39 @@ def test_words_in_a_pdf_picture_are_read_where_the_picture_is_shown(tmp_path: Pa
     assert parsed.images == []  # read for its words; kept as a picture only for image search
     plain = parse_document(tmp_path / "report.pdf", ParseOptions(ocr_languages="eng"))
     assert not any("Pump station" in e.text for e in plain.elements)
+
+
+@needs_tesseract
+def test_words_in_office_pictures_are_read_on_their_slide_where_the_picture_is_shown(
+    tmp_path: Path,
+) -> None:
+    import docx
+    from pptx import Presentation
+    from pptx.util import Pt
+
+    notice = text_picture(tmp_path / "notice.png", ["Pump station seven", "closed for repairs"])
+    deck = Presentation()
+    for number in (1, 2):
+        slide = deck.slides.add_slide(deck.slide_layouts[5])
+        slide.shapes.title.text = f"Site visit {number}"
+    deck.slides[0].shapes.add_picture(str(notice), Pt(100), Pt(150), Pt(420), Pt(92))
+    deck.save(tmp_path / "visit.pptx")
+    options = ParseOptions(ocr_languages="eng", ocr_pictures=True)
+    elements = parse_document(tmp_path / "visit.pptx", options).elements
+    texts = [e.text for e in elements]
+    (read,) = [e for e in elements if "Pump station seven" in e.text]
+    assert texts.index(read.text) < texts.index("Site visit 2")
+    assert read.page == 1 and read.section == ("Site visit 1",)
+    x0, y0, x1, y1 = read.bbox  # type: ignore[misc]
+    assert 100 <= x0 < x1 <= 520 and 150 <= y0 < y1 <= 242
+
+    document = docx.Document()
+    document.add_paragraph("The notice at the gate:")
+    document.add_picture(str(notice))
+    document.save(tmp_path / "survey.docx")
+    (read,) = [
+        e for e in parse_document(tmp_path / "survey.docx", options).elements if "Pump" in e.text
+    ]
+    assert read.page is None and read.bbox is None
+    plain = parse_document(tmp_path / "visit.pptx", ParseOptions(ocr_languages="eng"))
+    assert not any("Pump station" in e.text for e in plain.elements)
