@@ -85,15 +85,14 @@ def parse_office(path: Path, file_format: str, options: ParseOptions) -> ParsedD
         elements.append(
             Element(text=text, kind=kind, page=element.metadata.page_number, section=section)
         )
-    read_pictures = bool(options.ocr_pictures and options.ocr_languages)
+    picture_languages = options.ocr_languages if options.ocr_pictures else None
     pictures = (
         office_pictures(path, file_format, options.min_image_side)
-        if options.images or read_pictures
+        if options.images or picture_languages
         else []
     )
-    if read_pictures:
-        assert options.ocr_languages
-        elements = _with_picture_words(elements, pictures, options.ocr_languages)
+    if picture_languages:
+        elements = _with_picture_words(elements, pictures, picture_languages)
     if not options.images:
         pictures = []
     if not elements and not pictures:

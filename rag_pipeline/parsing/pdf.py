@@ -173,7 +173,8 @@ class _ScanReader:
         pixmap = page.get_pixmap(dpi=self.dpi)  # type: ignore[attr-defined]
         picture = Image.frombytes("RGB", (pixmap.width, pixmap.height), pixmap.samples)
         number = page.number + 1  # type: ignore[attr-defined]
-        place = placement_on_page(picture, (0.0, 0.0, page.rect.width, page.rect.height))  # type: ignore[attr-defined]
+        size = page.rect  # type: ignore[attr-defined]
+        place = placement_on_page(picture, (0.0, 0.0, size.width, size.height))
         future = self._executor.submit(_blocks_read_in, picture, self.languages, number, place)
         self._pending[future] = number
         self.pages.add(number)
