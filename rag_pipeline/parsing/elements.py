@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -9,6 +10,19 @@ ElementKind = Literal["title", "paragraph", "table", "list", "image"]
 
 # (x0, y0, x1, y1) in PDF points, origin at the page's top-left corner.
 BBox = tuple[float, float, float, float]
+
+
+def enclosing(boxes: Iterable[BBox]) -> BBox | None:
+    """The smallest box around ``boxes`` (None when there are none)."""
+    boxes = list(boxes)
+    if not boxes:
+        return None
+    return (
+        min(box[0] for box in boxes),
+        min(box[1] for box in boxes),
+        max(box[2] for box in boxes),
+        max(box[3] for box in boxes),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +66,11 @@ class ParseOptions:
     ocr_pictures: bool = False  # also read the words in pictures in PDF, PPTX, DOCX
     images: bool = False  # keep pictures (standalone and embedded) for image search
     min_image_side: int = 64
+
+    @property
+    def picture_languages(self) -> str | None:
+        """The languages the words in a document's pictures are read in; None: not read."""
+        return self.ocr_languages if self.ocr_pictures else None
 
 
 @dataclass(slots=True)

@@ -25,6 +25,7 @@ from rag_pipeline.parsing.elements import (
     ParseError,
     ParseOptions,
     TextBox,
+    enclosing,
 )
 from rag_pipeline.parsing.lines import join_lines
 
@@ -151,7 +152,7 @@ def parse_image(path: Path, options: ParseOptions) -> ParsedDocument:
 def ocr_elements(picture: Image, languages: str | None) -> list[Element]:
     """The words in an image file as paragraphs with line boxes, in its pixels (its one page)."""
     return [
-        Element(text, "paragraph", 1, _around(boxes), (), boxes)
+        Element(text, "paragraph", 1, enclosing(box.bbox for box in boxes), (), boxes)
         for text, boxes in _ocr_paragraphs(picture, languages)
     ]
 
@@ -164,28 +165,21 @@ def picture_words(picture: ParsedImage, languages: str) -> list[Element]:
     elements: list[Element] = []
     for text, boxes in _ocr_paragraphs(image, languages):
         placed = tuple(TextBox(b.start, b.end, place(b.bbox)) for b in boxes) if place else ()
-        elements.append(Element(text, "paragraph", picture.page, _around(placed), (), placed))
+        elements.append(
+            Element(
+                text, "paragraph", picture.page, enclosing(box.bbox for box in placed), (), placed
+            )
+        )
     return elements
 
 
 def _ocr_paragraphs(picture: Image, languages: str | None) -> list[tuple[str, tuple[TextBox, ...]]]:
     if not languages:
         return []
-    paragraphs: dict[int, list[ocr.OcrLine]] = {}
-    for line in ocr.read_lines(picture, languages):
-        paragraphs.setdefault(line.paragraph, []).append(line)
-    return [join_lines((line.text, line.bbox) for line in lines) for lines in paragraphs.values()]
-
-
-def _around(boxes: tuple[TextBox, ...]) -> BBox | None:
-    if not boxes:
-        return None
-    return (
-        min(box.bbox[0] for box in boxes),
-        min(box.bbox[1] for box in boxes),
-        max(box.bbox[2] for box in boxes),
-        max(box.bbox[3] for box in boxes),
-    )
+    return [
+        join_lines((line.text, line.bbox) for line in lines)
+        for lines in ocr.read_paragraphs(picture, languages)
+    ]
 
 
 def placement_on_page(picture: Image, shown_at: BBox) -> Callable[[BBox], BBox]:

@@ -57,6 +57,14 @@ def require_ocr(languages: str) -> None:
         )
 
 
+def read_paragraphs(picture: Image, languages: str) -> list[list[OcrLine]]:
+    """The lines tesseract finds in ``picture``, grouped by paragraph, in reading order."""
+    paragraphs: dict[int, list[OcrLine]] = {}
+    for line in read_lines(picture, languages):
+        paragraphs.setdefault(line.paragraph, []).append(line)
+    return list(paragraphs.values())
+
+
 def read_lines(picture: Image, languages: str) -> list[OcrLine]:
     """The text lines tesseract finds in ``picture``, in its reading order."""
     import pytesseract
@@ -64,7 +72,9 @@ def read_lines(picture: Image, languages: str) -> list[OcrLine]:
     require_ocr(languages)
     with _one_thread():
         data = pytesseract.image_to_data(
-            picture.convert("RGB"), lang=languages, output_type=pytesseract.Output.DICT
+            picture if picture.mode == "RGB" else picture.convert("RGB"),
+            lang=languages,
+            output_type=pytesseract.Output.DICT,
         )
     lines: dict[tuple[int, int, int], list[int]] = {}
     for index, word in enumerate(data["text"]):

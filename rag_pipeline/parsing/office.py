@@ -85,7 +85,7 @@ def parse_office(path: Path, file_format: str, options: ParseOptions) -> ParsedD
         elements.append(
             Element(text=text, kind=kind, page=element.metadata.page_number, section=section)
         )
-    picture_languages = options.ocr_languages if options.ocr_pictures else None
+    picture_languages = options.picture_languages
     pictures = (
         office_pictures(path, file_format, options.min_image_side)
         if options.images or picture_languages

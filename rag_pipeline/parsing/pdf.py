@@ -33,6 +33,7 @@ from rag_pipeline.parsing.elements import (
     ParseError,
     ParseOptions,
     TextBox,
+    enclosing,
 )
 from rag_pipeline.parsing.images import open_picture, pdf_pictures, placement_on_page
 from rag_pipeline.parsing.lines import join_lines
@@ -103,17 +104,17 @@ def parse_pdf(path: Path, options: ParseOptions) -> ParsedDocument:
                 pages[number - 1] = blocks
         scanned = scans.pages
         metadata_title = (doc.metadata or {}).get("title") or None
-        read_pictures = bool(options.ocr_pictures and options.ocr_languages)
+        picture_languages = options.picture_languages
         # A scanned page is one picture of the page: its words are what it holds.
         pictures = (
             [p for p in pdf_pictures(doc, options.min_image_side) if p.page not in scanned]
-            if options.images or read_pictures
+            if options.images or picture_languages
             else []
         )
-    if read_pictures:
+    if picture_languages:
         for picture in pictures:
-            assert picture.page is not None and options.ocr_languages
-            pages[picture.page - 1].extend(_picture_blocks(picture, options.ocr_languages))
+            assert picture.page is not None
+            pages[picture.page - 1].extend(_picture_blocks(picture, picture_languages))
             heartbeat.beat()
     if not options.images:
         pictures = []
@@ -202,15 +203,16 @@ def _blocks_read_in(
 ) -> list[_Block]:
     """OCR lines of ``picture`` as blocks (one per paragraph), ``place`` mapping its pixels to
     PDF points."""
-    paragraphs: dict[int, list[_Line]] = {}
-    for line in ocr.read_lines(picture, languages):
-        box = place(line.bbox)
-        # A line's box is about its font size high: what heading detection compares.
-        size = round((box[3] - box[1]) * 2) / 2
-        paragraphs.setdefault(line.paragraph, []).append(
-            _Line(text=line.text, bbox=box, size=size, bold=False)
-        )
-    return [_block(page_number, lines) for lines in paragraphs.values()]
+    blocks: list[_Block] = []
+    for paragraph in ocr.read_paragraphs(picture, languages):
+        lines: list[_Line] = []
+        for line in paragraph:
+            box = place(line.bbox)
+            # A line's box is about its font size high: what heading detection compares.
+            size = round((box[3] - box[1]) * 2) / 2
+            lines.append(_Line(text=line.text, bbox=box, size=size, bold=False))
+        blocks.append(_block(page_number, lines))
+    return blocks
 
 
 def _read_blocks(page: object) -> list[_Block]:
@@ -265,12 +267,8 @@ def _block(page: int, lines: list[_Line]) -> _Block:
     for line in lines:
         weights[(line.size, line.bold)] += len(line.text)
     (size, bold), _ = weights.most_common(1)[0]
-    bbox = (
-        min(line.bbox[0] for line in lines),
-        min(line.bbox[1] for line in lines),
-        max(line.bbox[2] for line in lines),
-        max(line.bbox[3] for line in lines),
-    )
+    bbox = enclosing(line.bbox for line in lines)
+    assert bbox is not None  # a block has lines
     text, boxes = join_lines((line.text, line.bbox) for line in lines)
     return _Block(page=page, lines=lines, bbox=bbox, size=size, bold=bold, text=text, boxes=boxes)
 
