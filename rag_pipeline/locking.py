@@ -1,7 +1,11 @@
-"""One indexing run at a time per home folder, whoever starts it (CLI, sensor, Dagster UI).
+"""Inter-process locks: OS file locks, released when their holder closes them or dies.
 
-An OS file lock, so it is released when its process dies; re-entrant within a process, so the
-CLI can hold it across planning and the Dagster run it then executes in-process.
+- :class:`FileLock`: one holder at a time, whoever it is (another process, or another object in
+  this process); what the embedded vector store needs, since its engine damages a shard that
+  another process opens at the same time (see ``store/edge.py``).
+- :func:`index_lock`: one indexing run at a time per home folder, whoever starts it (CLI, sensor,
+  Dagster UI); re-entrant within a process, so the CLI can hold it across planning and the
+  Dagster run it then executes in-process.
 """
 
 from __future__ import annotations
@@ -17,74 +21,105 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-_held: dict[Path, tuple[int, int]] = {}  # lock path → (file descriptor, depth)
+
+class LockTimeout(Exception):
+    pass
+
+
+class FileLock:
+    """An exclusive ``flock`` on ``path``, taken through a descriptor of its own.
+
+    ``flock`` belongs to the open file, so two holders in one process exclude each other like
+    two processes do, and the descriptor is not inherited across ``exec``.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._descriptor: int | None = None
+
+    def acquire(self, timeout_seconds: float, *, waiting: str | None = None) -> bool:
+        """Take the lock within ``timeout_seconds``; False if another holder kept it.
+
+        ``waiting`` is logged once when the lock is not free at first.
+        """
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        deadline = time.monotonic() + timeout_seconds
+        announced = False
+        while True:
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(descriptor)
+                    return False
+                if waiting and not announced:
+                    logger.warning(waiting)
+                    announced = True
+                time.sleep(0.05)
+            else:
+                self._descriptor = descriptor
+                return True
+
+    def release(self) -> None:
+        if self._descriptor is not None:
+            fcntl.flock(self._descriptor, fcntl.LOCK_UN)
+            os.close(self._descriptor)
+            self._descriptor = None
+
+    @property
+    def held(self) -> bool:
+        return self._descriptor is not None
+
+
+def is_locked(path: Path) -> bool:
+    """Whether some holder (another process, or another lock object here) holds ``path``."""
+    if not path.exists():
+        return False
+    probe = FileLock(path)
+    if probe.acquire(0):
+        probe.release()
+        return False
+    return True
+
+
+_held: dict[Path, tuple[FileLock, int]] = {}  # index lock path → (lock, depth)
 _guard = threading.Lock()
 
 
-class IndexLockTimeout(Exception):
-    pass
+def index_lock_path(home: Path) -> Path:
+    return (home / "index.lock").resolve()
 
 
 @contextmanager
 def index_lock(home: Path, *, timeout_seconds: float = 3600.0) -> Iterator[None]:
-    path = (home / "index.lock").resolve()
+    path = index_lock_path(home)
     with _guard:
-        if path in _held:
-            descriptor, depth = _held[path]
-            _held[path] = (descriptor, depth + 1)
-            acquired_here = False
-        else:
-            acquired_here = True
-    if acquired_here:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        _acquire(descriptor, path, timeout_seconds)
+        lock, depth = _held.get(path, (None, 0))
+        if lock is not None:
+            _held[path] = (lock, depth + 1)
+    if lock is None:
+        lock = FileLock(path)
+        waiting = f"another indexing run is in progress ({path}); waiting for it"
+        if not lock.acquire(timeout_seconds, waiting=waiting):
+            raise LockTimeout(
+                f"another indexing run holds {path} for more than {timeout_seconds:g} s"
+            )
         with _guard:
-            _held[path] = (descriptor, 1)
+            _held[path] = (lock, 1)
     try:
         yield
     finally:
         with _guard:
-            descriptor, depth = _held[path]
+            lock, depth = _held[path]
             if depth > 1:
-                _held[path] = (descriptor, depth - 1)
+                _held[path] = (lock, depth - 1)
             else:
                 del _held[path]
-                fcntl.flock(descriptor, fcntl.LOCK_UN)
-                os.close(descriptor)
-
-
-def _acquire(descriptor: int, path: Path, timeout_seconds: float) -> None:
-    deadline = time.monotonic() + timeout_seconds
-    announced = False
-    while True:
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                os.close(descriptor)
-                raise IndexLockTimeout(
-                    f"another indexing run holds {path} for more than {timeout_seconds:g} s"
-                ) from None
-            if not announced:
-                logger.warning("another indexing run is in progress (%s); waiting for it", path)
-                announced = True
-            time.sleep(0.5)
+                lock.release()
 
 
 def index_is_running(home: Path) -> bool:
     """Whether another process is indexing this home right now."""
-    path = (home / "index.lock").resolve()
-    if path in _held or not path.exists():
-        return False
-    descriptor = os.open(path, os.O_RDWR)
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    else:
-        fcntl.flock(descriptor, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(descriptor)
+    path = index_lock_path(home)
+    return path not in _held and is_locked(path)

@@ -53,6 +53,9 @@ class VectorStore(SearchableStore, Protocol):
 
     def upsert(self, points: Sequence[IndexPoint]) -> None: ...
 
+    def flush(self) -> None:
+        """Make the writes so far durable: the catalog names a version live only after this."""
+
     def delete_document(self, doc_id: str, keep_version: str | None = None) -> None:
         """Delete a document's points, all of them or all but those of ``keep_version``."""
 

@@ -121,6 +121,9 @@ class QdrantServerStore:
             ]
             self.client.upsert(self.collection, batch, wait=True)
 
+    def flush(self) -> None:
+        """Nothing to do: every write waits for the server to have applied it (``wait=True``)."""
+
     def delete_document(self, doc_id: str, keep_version: str | None = None) -> None:
         from qdrant_client import models
 

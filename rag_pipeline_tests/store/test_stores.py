@@ -1,5 +1,8 @@
 """The same contract for both backends: the embedded engine and qdrant-client (local mode here)."""
 
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -112,27 +115,59 @@ def test_vector_size_is_reported(store: VectorStore) -> None:
     assert store.dense_size() == DIM
 
 
-def test_a_second_process_on_the_embedded_store_is_told_it_is_busy(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    first = EdgeStore(tmp_path / "edge")
-    first.ensure_collection(DIM)
+def _open_edge_in_a_loop(path: Path, stop: Path) -> subprocess.Popen[str]:
+    """Another process opening the embedded store again and again, as CLI queries do."""
     code = (
+        "import sys\n"
         "from pathlib import Path\n"
         "from rag_pipeline.store import StoreBusyError\n"
         "from rag_pipeline.store.edge import EdgeStore\n"
-        "try:\n"
-        f"    EdgeStore(Path({str(tmp_path / 'edge')!r}))\n"
-        "except StoreBusyError as e:\n"
-        "    print('busy:', e)\n"
+        "busy = opened = 0\n"
+        f"while not Path({str(stop)!r}).exists():\n"
+        "    try:\n"
+        f"        EdgeStore(Path({str(path)!r})).close()\n"
+        "        opened += 1\n"
+        "    except StoreBusyError as error:\n"
+        "        busy += 1\n"
+        "        message = str(error)\n"
+        "print(busy, opened, message if busy else '')\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
-    )
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+
+
+def test_another_process_opening_the_embedded_store_in_use_waits_and_damages_nothing(
+    tmp_path: Path,
+) -> None:
+    # Qdrant Edge alone lets a second process rewrite the shard's files before refusing it:
+    # points written meanwhile were lost or undecodable.
+    path, stop = tmp_path / "edge", tmp_path / "stop"
+    writer = EdgeStore(path)
+    writer.ensure_collection(DIM)
+    opener = _open_edge_in_a_loop(path, stop)
+    try:
+        time.sleep(1.0)  # the other process is up and trying
+        for start in range(0, 600, 20):
+            writer.upsert([_point("a", "v1", i, i + 1) for i in range(start, start + 20)])
+            writer.flush()
+    finally:
+        stop.touch()
+        out, _ = opener.communicate(timeout=60)
+    busy, _, message = out.split(" ", 2)
+    assert int(busy) > 0 and "open in another process" in message
+    assert writer.count() == 600
+    assert len(writer.point_owners()) == 600  # every payload still decodes
+    writer.close()
+    reopened = EdgeStore(path, wait_seconds=10)  # the lock went with the writer's close
+    assert reopened.count() == 600
+    reopened.close()
+
+
+def test_two_store_objects_in_one_process_exclude_each_other(tmp_path: Path) -> None:
+    first = EdgeStore(tmp_path / "edge")
+    with pytest.raises(StoreBusyError):
+        EdgeStore(tmp_path / "edge")
     first.close()
-    assert "busy:" in result.stdout and "another process" in result.stdout
-    assert StoreBusyError  # the type the message came from
+    EdgeStore(tmp_path / "edge").close()
 
 
 def test_changing_to_a_model_of_another_size_recreates_the_embedded_collection(
