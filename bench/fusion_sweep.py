@@ -14,13 +14,12 @@ import argparse
 import itertools
 from pathlib import Path
 
+from evaluation.beir import _documents, load_beir, write_corpus
+from evaluation.metrics import evaluate
 from rag_pipeline.config import load_settings
-from rag_pipeline.incremental import index_once
-from rag_pipeline.store import open_vector_store
+from rag_pipeline.indexing.incremental import index_once
 from rag_pipeline.store.schema import NearestHits
-from serving.evaluation import _documents, load_beir, write_corpus
-from serving.metrics import evaluate
-from serving.retrieval import Retriever
+from serving.retrieval import Retriever, live_index
 
 GRID = {
     "fusion": ["rrf", "dbsf", "minmax"],
@@ -43,15 +42,12 @@ def main() -> None:
     scratch_settings = settings.in_home(scratch, [scratch / "corpus"])
     index_once(scratch_settings, trigger="eval")
     beir_ids = {f"corpus/{name}": doc_id for name, doc_id in names.items()}
-    store = open_vector_store(scratch_settings)
-    try:
-        retriever = Retriever(scratch_settings, store)
+    with live_index(scratch_settings) as (live_settings, store):
+        retriever = Retriever(live_settings, store)
         searched = {
             query_id: (text, retriever.search(text, limit=200))
             for query_id, text in data.queries.items()
         }
-    finally:
-        store.close()
     base = scratch_settings.retrieval
     results = []
     for fusion, k, weight, depth in itertools.product(*GRID.values()):

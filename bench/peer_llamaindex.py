@@ -99,8 +99,8 @@ def peer_index(corpus: Path, store: Path) -> None:
 def peer_evaluate(dataset: Path, store: Path) -> None:
     from llama_index.core.vector_stores.types import VectorStoreQuery
 
-    from serving.evaluation import load_beir
-    from serving.metrics import evaluate
+    from evaluation.beir import load_beir
+    from evaluation.metrics import evaluate
 
     data = load_beir(dataset)
     embedding = peer_embedding()
@@ -138,7 +138,7 @@ def run_peer(*args: str | Path) -> Measured:
 
 
 def compare(dataset: Path, work: Path) -> None:
-    from serving.evaluation import load_beir, write_corpus
+    from evaluation.beir import load_beir, write_corpus
 
     data = load_beir(dataset)
     home = work / "ours"

@@ -37,17 +37,21 @@ def plain_loop_seconds(texts: list[str], home: Path) -> float:
     return time.perf_counter() - started
 
 
-def chunk_texts(home: Path) -> list[str]:
-    catalog = Catalog(home)
-    return [row["text"] for doc_id in sorted(catalog.documents()) for row in catalog.chunks(doc_id)]
+def chunk_texts(home: Path) -> tuple[int, list[str]]:
+    """(documents, the text of every chunk) of the live collection."""
+    with Catalog(load_settings(home)) as catalog:
+        live = catalog.live_collection()
+        assert live is not None
+        return len(catalog.documents(live.name)), [
+            row["text"] for row in catalog.chunk_rows(live.name)
+        ]
 
 
 def measure(name: str, source: Path, work: Path) -> None:
     home = work / f"home-{name}"
     run = run_cli("index", "--home", home, "--source", source)
-    texts = chunk_texts(home)
+    documents, texts = chunk_texts(home)
     loop = plain_loop_seconds(texts, home)
-    documents = len(Catalog(home).documents())
     print(
         f"{name}: {documents} documents, {len(texts)} chunks | pipeline {run.seconds:.1f} s "
         f"(whole command, fresh process) | plain embedding loop {loop:.1f} s | "

@@ -32,6 +32,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`rag-pipeline query … | head`)
+        sys.stderr.close()
+        return 0
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -62,13 +65,22 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         type=Path,
         metavar="DIR",
-        help="a folder to watch (repeatable); remembered for later runs "
+        help="a folder to watch as well (repeatable); remembered for later runs "
         "(default: the remembered folders, or <home>/inbox)",
     )
     index.add_argument("--retry-failed", action="store_true", help="retry documents that failed")
 
     status = command("status", _status, "Show every document's state.")
     status.add_argument("--json", action="store_true", help="print JSON")
+
+    sources = command("sources", _sources, "List, add or remove watched folders.")
+    sources.add_argument("action", choices=["list", "add", "remove"], nargs="?", default="list")
+    sources.add_argument("folders", nargs="*", type=Path, metavar="DIR")
+
+    export = command(
+        "export", _export, "Write the catalog as Parquet (documents, chunks) for DuckDB & co."
+    )
+    export.add_argument("--to", type=Path, metavar="DIR", help="default: <home>/export")
 
     query = command("query", _query, "Search the index (hybrid dense + sparse).")
     query.add_argument("text", help="what to search for")
@@ -119,14 +131,12 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 def _index(args: argparse.Namespace) -> int:
     from rag_pipeline.embedding.image import ImageModelError
-    from rag_pipeline.incremental import index_once
+    from rag_pipeline.indexing.incremental import index_once
 
     settings = _settings(args)
     if args.source:
-        missing = [folder for folder in args.source if not folder.is_dir()]
-        if missing:
-            raise UserError("not a folder: " + ", ".join(str(folder) for folder in missing))
-        settings = settings.remember_sources(args.source)
+        _require_folders(args.source)
+        settings = settings.add_sources(args.source)
     elif not settings.sources:
         (settings.home / "inbox").mkdir(parents=True, exist_ok=True)
     try:
@@ -136,8 +146,9 @@ def _index(args: argparse.Namespace) -> int:
     diff = outcome.diff
     if not outcome.succeeded:
         print(
-            f"nothing indexed: the run failed after {outcome.seconds:.1f} s; "
-            f"{len(diff.to_process)} documents are still to do (see the error above)"
+            f"the run failed after {outcome.seconds:.1f} s (see the error above); what it "
+            f"committed stays, the rest of the {len(diff.to_process)} documents is retried "
+            "by the next run"
         )
         return 1
     print(
@@ -149,11 +160,41 @@ def _index(args: argparse.Namespace) -> int:
     return 0
 
 
+def _require_folders(folders: list[Path]) -> None:
+    missing = [folder for folder in folders if not folder.is_dir()]
+    if missing:
+        raise UserError("not a folder: " + ", ".join(str(folder) for folder in missing))
+
+
+def _sources(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    if args.action != "list" and not args.folders:
+        raise UserError(f"sources {args.action} needs at least one folder")
+    if args.action == "add":
+        _require_folders(args.folders)
+        settings = settings.add_sources(args.folders)
+    elif args.action == "remove":
+        unknown = [f for f in args.folders if f.expanduser().resolve() not in settings.sources]
+        if unknown:
+            raise UserError("not a watched folder: " + ", ".join(str(f) for f in unknown))
+        settings = settings.remove_sources(args.folders)
+        print("their documents leave the index at the next `rag-pipeline index`")
+    for folder in settings.watched_folders:
+        state = "" if folder.is_dir() else "  (missing: its documents are kept)"
+        print(f"{folder}{state}")
+    return 0
+
+
 def _status(args: argparse.Namespace) -> int:
     from rag_pipeline.catalog import Catalog
 
     settings = _settings(args)
-    records = sorted(Catalog(settings.home).documents().values(), key=lambda record: record.doc_id)
+    with Catalog(settings) as catalog:
+        collections = catalog.collections()
+        live = next((c for c in collections if c.state == "live"), None)
+        building = next((c for c in collections if c.state == "building"), None)
+        records = list(catalog.documents(live.name).values()) if live else []
+        built = catalog.documents(building.name) if building else {}
     rows = [
         {
             "doc_id": record.doc_id,
@@ -162,6 +203,8 @@ def _status(args: argparse.Namespace) -> int:
             "version": record.version,
             "indexed_version": record.indexed_version,
             "error": record.error,
+            "retry_at": record.retry_at,
+            "reindex_reason": record.reindex_reason,
             "file_path": str(record.file_path),
         }
         for record in records
@@ -177,9 +220,32 @@ def _status(args: argparse.Namespace) -> int:
         detail = f"{row['chunks']} chunks" if row["state"] == "indexed" else row["error"]
         if row["state"] == "failed" and row["indexed_version"]:
             detail += f" (version {row['indexed_version']} is still searchable)"
+        if row["reindex_reason"]:
+            detail += f" (to be indexed again: {row['reindex_reason']})"
         print(f"{row['doc_id']:<{width}}  {row['state']:<7}  {row['version']}  {detail}")
     indexed = sum(row["state"] == "indexed" for row in rows)
     print(f"{indexed} indexed, {len(rows) - indexed} failed")
+    if building:
+        done = sum(1 for record in built.values() if record.state == "indexed")
+        print(
+            f"a collection for new models is being built ({done} of {len(rows)} documents so "
+            "far); searches use the current one until it is complete"
+        )
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from rag_pipeline.catalog import Catalog
+    from rag_pipeline.catalog.export import export_catalog
+
+    settings = _settings(args)
+    folder = args.to or settings.home / "export"
+    with Catalog(settings) as catalog:
+        live = catalog.live_collection()
+        if live is None:
+            raise UserError(f"nothing indexed yet under {settings.home}: run `rag-pipeline index`")
+        for path in export_catalog(catalog, live.name, folder):
+            print(path)
     return 0
 
 
@@ -198,7 +264,7 @@ def _query(args: argparse.Namespace) -> int:
         print(json.dumps(hits, ensure_ascii=False, indent=2))
         return 0
     if not hits:
-        print("no results (is anything indexed? see `rag-pipeline status`)")
+        print("no results")
     for rank, hit in enumerate(hits, 1):
         where = f"p. {hit['page']}" if hit["page"] else ""
         print(f"{rank}. {hit['score']:.3f}  {hit['doc_id']}  {where}  {hit['section']}")
@@ -207,8 +273,8 @@ def _query(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
+    from evaluation.beir import DatasetError, format_report, run_evaluation
     from rag_pipeline.store import StoreError
-    from serving.evaluation import DatasetError, format_report, run_evaluation
     from serving.rerank import RerankError
 
     settings = _settings(args)

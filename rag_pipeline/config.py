@@ -40,6 +40,29 @@ class ParsingSettings(BaseModel):
     workers: int = Field(2, ge=1, description="Parser processes (each document parses in one).")
 
 
+class IndexingSettings(BaseModel):
+    """How runs treat the watched folders and the documents that fail."""
+
+    follow_symlinks: bool = Field(
+        False,
+        description="Index files that symbolic links inside a watched folder point to outside "
+        "it. Off: such links are skipped (a link within the folder is always followed).",
+    )
+    retry_seconds: float = Field(
+        60.0,
+        gt=0,
+        description="A failed document is tried again this long after its first failure, "
+        "twice as long after each further one (without a change of the file).",
+    )
+    retry_max_seconds: float = Field(
+        3600.0, gt=0, description="The longest wait between two tries of a failed document."
+    )
+
+    def retry_delay(self, attempts: int) -> float:
+        """Seconds until a document that failed ``attempts`` times in a row is tried again."""
+        return min(self.retry_seconds * 2.0 ** max(attempts - 1, 0), self.retry_max_seconds)
+
+
 class ChunkingSettings(BaseModel):
     max_tokens: int = Field(
         256,
@@ -164,6 +187,14 @@ class StoreSettings(BaseModel):
     collection: str = "rag_pipeline"
 
 
+class CatalogSettings(BaseModel):
+    url: str | None = Field(
+        None,
+        description="postgresql://user:password@host:port/db for the catalog (documents, "
+        "chunks, collections). Unset: SQLite at <home>/catalog/catalog.sqlite.",
+    )
+
+
 class DagsterSettings(BaseModel):
     postgres_url: str | None = Field(
         None,
@@ -271,11 +302,13 @@ class Settings(BaseSettings):
     sources: list[Path] = Field(
         default_factory=list, description="Watched folders (default: <home>/inbox)."
     )
+    indexing: IndexingSettings = IndexingSettings()
     parsing: ParsingSettings = ParsingSettings()
     chunking: ChunkingSettings = ChunkingSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
     images: ImageSettings = ImageSettings()
     store: StoreSettings = StoreSettings()
+    catalog: CatalogSettings = CatalogSettings()
     dagster: DagsterSettings = DagsterSettings()
     retrieval: RetrievalSettings = RetrievalSettings()
     rerank: RerankSettings = RerankSettings()
@@ -317,6 +350,17 @@ class Settings(BaseSettings):
         """Store ``sources`` in ``<home>/settings.json`` and return settings that use them."""
         return self.in_home(self.home, sources)
 
+    def add_sources(self, folders: list[Path]) -> Settings:
+        """The watched folders and ``folders`` (remembered), without repeats."""
+        added = [Path(folder).expanduser().resolve() for folder in folders]
+        return self.remember_sources(list(dict.fromkeys([*self.sources, *added])))
+
+    def remove_sources(self, folders: list[Path]) -> Settings:
+        """The watched folders but ``folders`` (remembered): their documents leave the index at
+        the next run."""
+        removed = {Path(folder).expanduser().resolve() for folder in folders}
+        return self.remember_sources([source for source in self.sources if source not in removed])
+
     def in_home(self, home: Path, sources: list[Path]) -> Settings:
         """Settings for another home watching ``sources``, with this home's stored settings.
 
@@ -330,6 +374,38 @@ class Settings(BaseSettings):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(stored, indent=2, ensure_ascii=False) + "\n")
         return load_settings(home)
+
+    def vector_models(self) -> dict[str, dict[str, Any]]:
+        """The settings that choose and load the models a collection's vectors come from."""
+        return {
+            section: getattr(self, section).model_dump(mode="json", include=set(names))
+            for section, names in _VECTOR_MODEL_FIELDS.items()
+        }
+
+    def with_vector_models(self, models: dict[str, dict[str, Any]]) -> Settings:
+        """These settings with another collection's vector models (queries embed with them)."""
+        changed = {
+            section: type(getattr(self, section)).model_validate(
+                getattr(self, section).model_dump() | values
+            )
+            for section, values in models.items()
+        }
+        return self.model_copy(update=changed)
+
+
+# A collection records these (Settings.vector_models), so that its vectors are always queried
+# with the models that made them, whatever the settings say meanwhile.
+_VECTOR_MODEL_FIELDS = {
+    "embedding": (
+        "dense_model",
+        "dense_model_path",
+        "sparse_model",
+        "bm25_avg_len",
+        "splade_model",
+        "splade_model_path",
+    ),
+    "images": ("clip_model", "clip_pretrained"),
+}
 
 
 class _ConventionalEnvSource(PydanticBaseSettingsSource):

@@ -117,9 +117,3 @@ def index_lock(home: Path, *, timeout_seconds: float = 3600.0) -> Iterator[None]
             else:
                 del _held[path]
                 lock.release()
-
-
-def index_is_running(home: Path) -> bool:
-    """Whether another process is indexing this home right now."""
-    path = index_lock_path(home)
-    return path not in _held and is_locked(path)

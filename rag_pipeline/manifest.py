@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,7 +111,7 @@ def scan_sources(
         if not folder.is_dir():
             missing.append(folder)
             continue
-        for path in _walk(folder):
+        for path in _walk(folder, follow_symlinks=settings.indexing.follow_symlinks):
             file_type = format_of(path)
             if file_type is None:
                 continue
@@ -124,18 +125,28 @@ def scan_sources(
 def describe_file(
     settings: Settings, doc_id: str, known: DocumentRecord | None
 ) -> SourceFile | None:
-    """The manifest row of one document, or None when its file is gone."""
+    """The manifest row of one document, or None when its file is gone (or may not be read)."""
     label, _, relative = doc_id.partition("/")
     folder = source_labels(settings.watched_folders).get(label)
-    if folder is None or not (folder / relative).is_file():
+    if folder is None:
         return None
-    file_type = format_of(folder / relative) or "text"
+    path = folder / relative
+    if not path.is_file() or not _allowed(path, folder, settings.indexing.follow_symlinks):
+        return None
+    file_type = format_of(path) or "text"
     version = pipeline_version(settings, file_type)
     return _describe(label, folder, relative, file_type, version, {doc_id: known} if known else {})
 
 
-def _walk(folder: Path) -> Iterator[Path]:
-    """Files under ``folder``, skipping hidden entries and not following links to folders."""
+def _allowed(path: Path, folder: Path, follow_symlinks: bool) -> bool:
+    """Whether ``path`` may be read: inside ``folder`` once links are resolved, unless links
+    out of the folder are to be followed."""
+    return follow_symlinks or path.resolve().is_relative_to(folder.resolve())
+
+
+def _walk(folder: Path, *, follow_symlinks: bool) -> Iterator[Path]:
+    """Files under ``folder``, skipping hidden entries, never following links to folders, and
+    following links to files only inside ``folder`` (anywhere with ``follow_symlinks``)."""
     stack = [folder]
     while stack:
         current = stack.pop()
@@ -148,7 +159,9 @@ def _walk(folder: Path) -> Iterator[Path]:
                 continue
             if entry.is_dir(follow_symlinks=False):
                 stack.append(Path(entry.path))
-            elif entry.is_file():
+            elif entry.is_file() and (
+                not entry.is_symlink() or _allowed(Path(entry.path), folder, follow_symlinks)
+            ):
                 yield Path(entry.path)
 
 
@@ -197,32 +210,49 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def needs_indexing(
+    record: DocumentRecord | None, version: str, *, retry_failed: bool, now: float
+) -> bool:
+    """Whether a document whose file is at ``version`` must be indexed into a collection where
+    ``record`` is its row (None: the collection does not hold it yet)."""
+    if record is None or record.version != version or record.reindex_reason:
+        return True
+    if record.state != "failed":
+        return False
+    return retry_failed or (record.retry_at is not None and record.retry_at <= now)
+
+
 def diff_manifest(
     files: list[SourceFile],
     missing_sources: list[Path],
-    known: dict[str, DocumentRecord],
+    target: dict[str, DocumentRecord],
+    live: dict[str, DocumentRecord],
     *,
     retry_failed: bool = False,
 ) -> ManifestDiff:
-    """Classify documents against the catalog.
+    """Classify documents against the collection runs write to (``target``) and the one that
+    answers (``live``; the same one unless another is being built).
 
-    Documents of a watched folder that is missing (unmounted, renamed) are left alone rather
-    than deleted: a folder that comes back must not cost a full re-index, nor its absence the
-    index.
+    A document the target lacks is new, or changed if the live collection has it. Failed
+    documents are changed again when their retry is due. Documents of a watched folder that is
+    missing (unmounted, renamed) are left alone rather than deleted: a folder that comes back
+    must not cost a full re-index, nor its absence the index.
     """
+    now = time.time()
+    known = live | target
     diff = ManifestDiff(
         files={file.doc_id: file for file in files},
         missing_sources=missing_sources,
         catalogued=list(known),
     )
     for file in files:
-        record = known.get(file.doc_id)
-        if record is None:
-            diff.new.append(file.doc_id)
-        elif record.version != file.version or (retry_failed and record.state == "failed"):
-            diff.changed.append(file.doc_id)
-        else:
+        record = target.get(file.doc_id)
+        if not needs_indexing(record, file.version, retry_failed=retry_failed, now=now):
             diff.unchanged.append(file.doc_id)
+        elif record is None and file.doc_id not in live:
+            diff.new.append(file.doc_id)
+        else:
+            diff.changed.append(file.doc_id)
     missing = {str(folder) for folder in missing_sources}
     diff.deleted = [
         doc_id
@@ -232,8 +262,13 @@ def diff_manifest(
     return diff
 
 
-def find_changes(settings: Settings, *, retry_failed: bool = False) -> ManifestDiff:
-    """Scan the watched folders and classify every document against the catalog."""
-    known = Catalog(settings.home).documents()
-    files, missing = scan_sources(settings, known)
-    return diff_manifest(files, missing, known, retry_failed=retry_failed)
+def find_changes(
+    settings: Settings, catalog: Catalog, target: str, *, retry_failed: bool = False
+) -> ManifestDiff:
+    """Scan the watched folders and classify every document against the ``target`` collection
+    (and the live one, when another is being built)."""
+    live = catalog.live_collection()
+    target_records = catalog.documents(target)
+    live_records = catalog.documents(live.name) if live and live.name != target else {}
+    files, missing = scan_sources(settings, live_records | target_records)
+    return diff_manifest(files, missing, target_records, live_records, retry_failed=retry_failed)

@@ -19,7 +19,8 @@ import pyarrow as pa
 import pyarrow.feather as feather
 
 from rag_pipeline import ids
-from rag_pipeline.catalog import CHUNK_SCHEMA, write_atomically
+from rag_pipeline.catalog import CHUNK_SCHEMA
+from rag_pipeline.files import write_atomically
 from rag_pipeline.manifest import SourceFile
 from rag_pipeline.parsing import Element, ParsedDocument, TextBox
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,11 +28,36 @@ needs_tesseract = pytest.mark.skipif(
 )
 
 
+# Read before the fixture below clears RAG_PIPELINE_* variables; .ci/run sets it.
+POSTGRES_URL = os.environ.get("RAG_PIPELINE_TEST_POSTGRES_URL")
+needs_postgres = pytest.mark.skipif(
+    not POSTGRES_URL, reason="set RAG_PIPELINE_TEST_POSTGRES_URL to a PostgreSQL database"
+)
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """The test PostgreSQL database, with a schema of the test's own as the default one."""
+    import uuid
+    from urllib.parse import quote
+
+    import psycopg2
+
+    if not POSTGRES_URL:
+        pytest.skip("set RAG_PIPELINE_TEST_POSTGRES_URL to a PostgreSQL database")
+    schema = f"test_{uuid.uuid4().hex[:12]}"
+    connection = psycopg2.connect(POSTGRES_URL)
+    connection.autocommit = True
+    connection.cursor().execute(f"CREATE SCHEMA {schema}")
+    separator = "&" if "?" in POSTGRES_URL else "?"
+    yield f"{POSTGRES_URL}{separator}options={quote(f'-csearch_path={schema}')}"
+    connection.cursor().execute(f"DROP SCHEMA {schema} CASCADE")
+    connection.close()
+
+
 @pytest.fixture(autouse=True)
 def offline_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """No hub, no telemetry, and no configuration leaking in from the developer's shell."""
-    import os
-
     for name in list(os.environ):
         if name.startswith("RAG_PIPELINE_") or name in (
             "QDRANT_URL",

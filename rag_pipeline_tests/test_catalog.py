@@ -1,9 +1,37 @@
+"""The catalog on SQLite (the embedded default) and on a real PostgreSQL, with the same tests."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
 
 from rag_pipeline.catalog import Catalog, DocumentRecord
+from rag_pipeline.catalog.export import export_catalog
+from rag_pipeline.config import load_settings
+from rag_pipeline.faults import FAULT_ENV
+
+COLLECTION = "rag_pipeline-test"
 
 
-def _record(doc_id: str, state: str = "indexed", chunks: int = 2) -> DocumentRecord:
+@pytest.fixture(params=["sqlite", "postgres"])
+def catalog_url(request: pytest.FixtureRequest) -> str | None:
+    return request.getfixturevalue("postgres_url") if request.param == "postgres" else None
+
+
+@pytest.fixture
+def catalog(home: Path, catalog_url: str | None) -> Iterator[Catalog]:
+    opened = Catalog(load_settings(home, catalog={"url": catalog_url}))
+    yield opened
+    opened.close()
+
+
+def _record(doc_id: str, version: str, chunks: int = 2, state: str = "indexed") -> DocumentRecord:
     return DocumentRecord(
         doc_id=doc_id,
         source="/docs",
@@ -12,49 +40,140 @@ def _record(doc_id: str, state: str = "indexed", chunks: int = 2) -> DocumentRec
         size=10,
         mtime_ns=1,
         sha256="abc",
-        version="v1",
+        version=version,
         state=state,  # type: ignore[arg-type]
-        indexed_version="v1" if state == "indexed" else None,
+        indexed_version=version if state == "indexed" else None,
         error=None if state == "indexed" else "broken",
         chunks=chunks,
     )
 
 
-def test_documents_round_trip_and_are_queryable_with_sql(home: Path) -> None:
-    catalog = Catalog(home)
-    catalog.write_documents([_record("a.txt"), _record("b.txt", state="failed", chunks=0)])
-    assert catalog.documents()["b.txt"].error == "broken"
-    catalog.write_chunks(
-        "a.txt",
-        [
-            {
-                "chunk_id": "a.txt@v1#0",
-                "doc_id": "a.txt",
-                "version": "v1",
-                "chunk_index": 0,
-                "text": "hello",
-                "text_hash": "h",
-                "page_start": 1,
-                "page_end": 1,
-                "bboxes": [{"page": 1, "x0": 1.0, "y0": 2.0, "x1": 3.0, "y1": 4.0}],
-                "section": ["Intro"],
-                "token_count": 1,
-                "lang": "en",
-                "kinds": ["paragraph"],
-            }
-        ],
+def _chunk(doc_id: str, version: str, index: int, text: str = "hello") -> dict[str, Any]:
+    return {
+        "chunk_id": f"{doc_id}@{version}#{index}",
+        "doc_id": doc_id,
+        "version": version,
+        "chunk_index": index,
+        "text": text,
+        "text_hash": f"h{index}",
+        "page_start": 1,
+        "page_end": 1,
+        "bboxes": [{"page": 1, "x0": 1.0, "y0": 2.0, "x1": 3.0, "y1": 4.0}],
+        "section": ["Intro"],
+        "token_count": 1,
+        "lang": "en",
+        "kinds": ["paragraph"],
+        "modality": "text",
+        "image_sha256": None,
+        "image_file": None,
+        "phash": None,
+    }
+
+
+def test_a_commit_switches_a_document_and_its_chunks_to_the_new_version(
+    catalog: Catalog,
+) -> None:
+    catalog.commit_document(COLLECTION, _record("a", "v1"), [_chunk("a", "v1", i) for i in (0, 1)])
+    assert catalog.live_versions(COLLECTION, ["a", "b"]) == {"a": "v1"}
+    catalog.commit_document(COLLECTION, _record("a", "v2", chunks=1), [_chunk("a", "v2", 0, "new")])
+    assert catalog.live_versions(COLLECTION, ["a"]) == {"a": "v2"}
+    assert [row["chunk_id"] for row in catalog.chunks(COLLECTION, "a")] == ["a@v2#0"]
+    assert catalog.chunks(COLLECTION, "a")[0]["bboxes"][0]["x1"] == 3.0
+    assert catalog.expected_points(COLLECTION) == 1
+
+
+def test_a_failure_keeps_the_indexed_version_searchable(catalog: Catalog) -> None:
+    catalog.commit_document(COLLECTION, _record("a", "v1"), [_chunk("a", "v1", i) for i in (0, 1)])
+    failed = _record("a", "v2", state="failed")
+    failed.indexed_version, failed.chunks = "v1", 2
+    catalog.record_document(COLLECTION, failed)
+    assert catalog.live_versions(COLLECTION, ["a"]) == {"a": "v1"}
+    assert catalog.documents(COLLECTION)["a"].error == "broken"
+    assert len(catalog.chunks(COLLECTION, "a")) == 2
+
+
+def test_a_process_killed_inside_a_commit_leaves_the_previous_version_whole(
+    home: Path, catalog: Catalog, catalog_url: str | None
+) -> None:
+    catalog.commit_document(COLLECTION, _record("a", "v1"), [_chunk("a", "v1", i) for i in (0, 1)])
+    code = (
+        "from rag_pipeline.catalog import Catalog\n"
+        "from rag_pipeline.config import load_settings\n"
+        "from rag_pipeline_tests.test_catalog import COLLECTION, _chunk, _record\n"
+        f"settings = load_settings({str(home)!r}, catalog={{'url': {catalog_url!r}}})\n"
+        "Catalog(settings).commit_document(\n"
+        "    COLLECTION, _record('a', 'v2', chunks=3), [_chunk('a', 'v2', i) for i in range(3)]\n"
+        ")\n"
     )
-    connection = catalog.connect()
-    assert connection.sql(
-        "select state, count(*) from documents group by state order by state"
-    ).fetchall() == [
-        ("failed", 1),
-        ("indexed", 1),
+    killed = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**__import__("os").environ, FAULT_ENV: "inside-catalog-commit"},
+        timeout=120,
+    )
+    assert killed.returncode == -9  # SIGKILL, in the middle of the transaction
+    assert catalog.live_versions(COLLECTION, ["a"]) == {"a": "v1"}
+    assert [row["version"] for row in catalog.chunks(COLLECTION, "a")] == ["v1", "v1"]
+
+
+def test_deleting_forgets_a_document_in_every_collection_and_marks_its_points(
+    catalog: Catalog,
+) -> None:
+    catalog.commit_document(COLLECTION, _record("a", "v1"), [_chunk("a", "v1", 0)])
+    catalog.commit_document("other", _record("a", "v9"), [_chunk("a", "v9", 0)])
+    catalog.commit_document(COLLECTION, _record("b", "v1"), [_chunk("b", "v1", 0)])
+    held = catalog.delete_documents(["a"])
+    assert {name: sorted(docs) for name, docs in held.items()} == {
+        COLLECTION: ["a"],
+        "other": ["a"],
+    }
+    assert list(catalog.documents(COLLECTION)) == ["b"]
+    assert catalog.chunks("other", "a") == []
+    assert catalog.repairs(COLLECTION) == ["a"] and catalog.repairs("other") == ["a"]
+    catalog.clear_repairs(COLLECTION, ["a"])
+    assert catalog.repairs(COLLECTION) == []
+
+
+def test_the_first_collection_is_live_and_a_later_one_is_built_beside_it(
+    catalog: Catalog,
+) -> None:
+    models: dict[str, dict[str, Any]] = {"embedding": {"dense_model": "m"}}
+    first = catalog.target_collection("c-1", {"dense_model": "m1"}, models)
+    assert first.state == "live"
+    second = catalog.target_collection("c-2", {"dense_model": "m2"}, models)
+    assert second.state == "building" and catalog.live_collection().name == "c-1"  # type: ignore[union-attr]
+    # The settings went back to the first models before the build ended: it is abandoned.
+    assert catalog.target_collection("c-1", {}, models).state == "live"
+    assert [c.state for c in catalog.collections()] == ["live", "building"]
+    third = catalog.target_collection("c-3", {"dense_model": "m3"}, models)
+    assert {c.name: c.state for c in catalog.collections()} == {
+        "c-1": "live",
+        "c-2": "retired",
+        "c-3": "building",
+    }
+    catalog.promote(third.name)
+    assert catalog.live_collection().name == "c-3"  # type: ignore[union-attr]
+    assert {c.name: c.state for c in catalog.collections()}["c-1"] == "retired"
+
+
+def test_the_export_is_queryable_with_duckdb(catalog: Catalog, tmp_path: Path) -> None:
+    catalog.commit_document(
+        COLLECTION, _record("a.txt", "v1", chunks=1), [_chunk("a.txt", "v1", 0)]
+    )
+    catalog.record_document(COLLECTION, _record("b.txt", "v1", chunks=0, state="failed"))
+    documents, chunks = export_catalog(catalog, COLLECTION, tmp_path / "export")
+    assert duckdb.sql(
+        f"select state, count(*) from '{documents}' group by state order by state"
+    ).fetchall() == [("failed", 1), ("indexed", 1)]
+    assert duckdb.sql(f"select text, bboxes[1].x0, section from '{chunks}'").fetchall() == [
+        ("hello", 1.0, ["Intro"])
     ]
-    assert connection.sql("select text, bboxes[1].x0 from chunks").fetchall() == [("hello", 1.0)]
 
 
-def test_an_empty_catalog_has_empty_tables(home: Path) -> None:
-    connection = Catalog(home).connect()
-    assert connection.execute("select count(*) from documents").fetchone() == (0,)
-    assert connection.execute("select count(*) from chunks").fetchone() == (0,)
+def test_a_home_indexed_with_the_parquet_catalog_starts_afresh(home: Path) -> None:
+    old = home / "catalog" / "documents.parquet"
+    old.parent.mkdir(parents=True)
+    old.write_bytes(b"PAR1")
+    (home / "qdrant" / "rag_pipeline").mkdir(parents=True)
+    with Catalog(load_settings(home)) as catalog:
+        assert catalog.collections() == []
+    assert not old.exists() and not (home / "qdrant" / "rag_pipeline").exists()

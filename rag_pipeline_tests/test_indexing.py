@@ -11,12 +11,11 @@ from typing import Any
 import pytest
 from dagster import AssetKey, AssetRecordsFilter
 
-from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import load_settings
 from rag_pipeline.defs.instance import get_instance
 from rag_pipeline.defs.partitions import DOCUMENTS
-from rag_pipeline.indexing import Indexer
-from rag_pipeline.store import open_vector_store
+from rag_pipeline.indexing.checks import run_checks
+from rag_pipeline.indexing.run import Indexer
 from rag_pipeline_tests.conftest import Cli
 from rag_pipeline_tests.documents import (
     docx_file,
@@ -24,6 +23,12 @@ from rag_pipeline_tests.documents import (
     long_pdf,
     two_column_pdf,
     zero_page_pdf,
+)
+from rag_pipeline_tests.index_state import (
+    inconsistencies,
+    live_chunks,
+    live_records,
+    point_count,
 )
 
 GUIDE = """# Field guide
@@ -83,14 +88,6 @@ def _metadata(home: Path, asset: str, doc_id: str) -> list[dict[str, Any]]:
 def _run_count(home: Path) -> int:
     with get_instance(load_settings(home)) as instance:
         return len(instance.get_runs())
-
-
-def _points(home: Path, doc_id: str | None = None) -> int:
-    store = open_vector_store(load_settings(home))
-    try:
-        return store.count(doc_id)
-    finally:
-        store.close()
 
 
 def test_first_index_makes_every_document_searchable_with_citations(
@@ -169,13 +166,13 @@ def test_a_deleted_file_is_gone_from_points_catalog_and_partitions(
     cli: Cli, home: Path, corpus: Path
 ) -> None:
     cli("index", "--home", home, "--source", corpus)
-    assert _points(home, "docs/guide.md") > 0
+    assert point_count(home, "docs/guide.md") > 0
     (corpus / "guide.md").unlink()
     result = cli("index", "--home", home)
     assert "deleted 1" in result.out
-    assert _points(home, "docs/guide.md") == 0
+    assert point_count(home, "docs/guide.md") == 0
     assert "docs/guide.md" not in _status(cli, home)
-    assert not Catalog(home).chunks_path("docs/guide.md").exists()
+    assert live_chunks(home, "docs/guide.md") == []
     with get_instance(load_settings(home)) as instance:
         assert "docs/guide.md" not in instance.get_dynamic_partitions(DOCUMENTS)
 
@@ -191,45 +188,24 @@ def test_a_chunk_size_change_reindexes_every_document(
     result = cli("index", "--home", home)
     assert "added 0, changed 5, unchanged 0" in result.out
     versions = {row["version"] for row in _status(cli, home).values()}
-    assert all(_points(home, doc) == row["chunks"] for doc, row in _status(cli, home).items())
+    assert all(point_count(home, doc) == row["chunks"] for doc, row in _status(cli, home).items())
     assert len(versions) == 5
 
 
-def test_a_run_killed_between_upsert_and_delete_converges_on_the_next_run(
-    cli: Cli,
-    home: Path,
-    corpus: Path,
+def test_a_store_that_lost_points_after_a_run_is_repaired_by_the_next_one(
+    cli: Cli, home: Path, corpus: Path
 ) -> None:
     cli("index", "--home", home, "--source", corpus)
-    (corpus / "guide.md").write_text(
-        GUIDE + "\n## Storks\n\nStorks nest on rooftops.\n", encoding="utf-8"
-    )
-    # Replay a run up to the upsert of the new version, then stop as a killed process would:
-    # old and new points side by side, the catalog still on the old version.
     indexer = Indexer(load_settings(home))
-    keys = ["docs/guide.md"]
-    indexer.plan(keys)
-    indexer.parse(keys)
-    indexer.chunk(keys)
-    indexer.embed_dense(keys)
-    indexer.embed_sparse(keys)
-    indexer.store.ensure_collection(384)
-    old_points = indexer.store.count("docs/guide.md")
-    task = indexer.stages.read_task("docs/guide.md")
-    record = Catalog(home).documents()["docs/guide.md"]
-    indexer.store.upsert(
-        indexer.document_points(task, indexer.stages.read_chunks(task.doc_id).rows, "Guide")
-    )
-    assert indexer.store.count("docs/guide.md") > old_points
-    indexer.close()
-    assert Catalog(home).documents()["docs/guide.md"].version == record.version
-
-    result = cli("index", "--home", home)
+    try:
+        indexer.store.delete_document("docs/guide.md")  # lost behind the catalog's back
+    finally:
+        indexer.close()
+    assert inconsistencies(home) == ["docs/guide.md: 1 chunks but 0 points"]
+    result = cli("index", "--home", home)  # nothing changed on disk
     assert "changed 1" in result.out
-    row = _status(cli, home)["docs/guide.md"]
-    assert _points(home, "docs/guide.md") == row["chunks"]
-    assert _points(home) == sum(r["chunks"] for r in _status(cli, home).values())
-    assert "rooftops" in _query(cli, home, "where do storks nest")[0]["text"]
+    assert inconsistencies(home) == []
+    assert _query(cli, home, "herons strike fish")[0]["doc_id"] == "docs/guide.md"
 
 
 def test_bad_inputs_fail_with_clear_reasons_and_the_rest_of_the_batch_is_indexed(
@@ -323,35 +299,48 @@ def test_the_server_backend_indexes_and_answers_through_qdrant_client(
     assert _query(cli, home, "paid leave days")[0]["doc_id"] == "docs/policy.docx"
     (corpus / "policy.docx").unlink()
     cli("index", "--home", home)
-    assert _points(home, "docs/policy.docx") == 0
+    assert point_count(home, "docs/policy.docx") == 0
 
 
-def test_the_consistency_checks_name_missing_and_orphan_points(
+def test_the_consistency_checks_name_missing_and_orphan_points_and_flag_their_repair(
     cli: Cli, home: Path, corpus: Path
 ) -> None:
     cli("index", "--home", home, "--source", corpus)
+    documents = sorted(live_records(home))
     indexer = Indexer(load_settings(home))
     try:
-        documents = sorted(Catalog(home).documents())
-        assert indexer.check_every_chunk_has_point(documents).passed
-        assert indexer.check_no_orphan_points().passed
+        assert all(outcome.passed for outcome in run_checks(indexer, documents).values())
         # A point left behind by an older version; then a document that lost its points.
-        guide = indexer.stages.read_task("docs/guide.md")
-        rows = Catalog(home).chunks("docs/guide.md")
-        stale = [{**row, "chunk_id": row["chunk_id"] + "-old"} for row in rows[:1]]
-        [orphan] = indexer.document_points(guide, stale, "Guide")
+        orphan = _guide_points(indexer)[0]
+        orphan.point_id = "00000000-0000-0000-0000-00000000beef"
         orphan.payload["version"] = "an-old-version"
         indexer.store.upsert([orphan])
-        orphans = indexer.check_no_orphan_points()
-        assert not orphans.passed and "an-old-version" in orphans.failures["docs/guide.md"]
         indexer.store.delete_document("docs/policy.docx")
-        missing = indexer.check_every_chunk_has_point(documents)
-        assert not missing.passed and missing.failures["docs/policy.docx"].endswith("0 points")
+        outcomes = run_checks(indexer, documents)
     finally:
         indexer.close()
+    orphans, missing = outcomes["no_orphan_points"], outcomes["every_chunk_has_point"]
+    assert not orphans.passed and "an-old-version" in orphans.failures["docs/guide.md"]
+    assert not missing.passed and missing.failures["docs/policy.docx"].endswith("0 points")
+    status = _status(cli, home)
+    assert "0 points" in status["docs/policy.docx"]["reindex_reason"]
+    cli("index", "--home", home)
+    assert inconsistencies(home) == []
 
 
-def test_a_failed_run_reports_that_nothing_was_indexed(
+def _guide_points(indexer: Indexer) -> list[Any]:
+    from rag_pipeline.indexing.points import VectorModels, points_from_cache
+    from rag_pipeline.store.schema import DocumentFacts
+
+    record = live_records(indexer.settings.home)["docs/guide.md"]
+    facts = DocumentFacts(
+        "docs/guide.md", str(record.file_path), "markdown", "Guide", record.version, "", 0.0
+    )
+    rows = live_chunks(indexer.settings.home, "docs/guide.md")
+    return points_from_cache(rows, facts, indexer.cache, VectorModels.of(indexer.settings))
+
+
+def test_a_failed_run_says_so_and_the_next_run_picks_its_documents_up(
     cli: Cli, home: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def broken(self: Indexer, doc_ids: object) -> dict:
@@ -360,7 +349,7 @@ def test_a_failed_run_reports_that_nothing_was_indexed(
     monkeypatch.setattr(Indexer, "parse", broken)
     result = cli("index", "--home", home, "--source", corpus)
     assert result.code == 1
-    assert "nothing indexed: the run failed" in result.out and "added" not in result.out
-    assert "5 documents are still to do" in result.out
+    assert "the run failed" in result.out and "added" not in result.out
+    assert "the rest of the 5 documents is retried" in result.out
     monkeypatch.undo()
     assert "added 5" in cli("index", "--home", home).out  # the next run picks them all up

@@ -15,13 +15,13 @@ from rag_pipeline.catalog import Catalog
 from rag_pipeline.cli import main
 from rag_pipeline.config import Settings, load_settings
 from rag_pipeline.embedding import EmbeddingCache, SparseVector
-from rag_pipeline.indexing import VectorModels, points_from_cache
+from rag_pipeline.indexing.points import VectorModels, points_from_cache
 from rag_pipeline.parsing.images import open_picture
-from rag_pipeline.store import open_vector_store
 from rag_pipeline.store.schema import DocumentFacts
 from rag_pipeline_tests.conftest import Cli, needs_tesseract
 from rag_pipeline_tests.documents import pdf_with_figures, photo, scanned_pdf, text_picture
 from rag_pipeline_tests.embedding.test_image_models import tiny_captioner
+from rag_pipeline_tests.index_state import live_chunks, point_count
 from rag_pipeline_tests.test_indexing import _metadata, _query, _status
 from serving.assistant import Assistant
 from serving.preview import preview
@@ -65,7 +65,7 @@ def pictures_indexed(tmp_path_factory: pytest.TempPathFactory) -> Settings:
 
 
 def _picture_rows(settings: Settings, doc_id: str) -> list[dict[str, Any]]:
-    return [row for row in Catalog(settings.home).chunks(doc_id) if row["modality"] == "image"]
+    return [row for row in live_chunks(settings.home, doc_id) if row["modality"] == "image"]
 
 
 def test_every_picture_becomes_a_point_with_page_box_and_caption(
@@ -86,7 +86,8 @@ def test_every_picture_becomes_a_point_with_page_box_and_caption(
 
 
 def test_an_image_query_finds_the_identical_picture_first(pictures_indexed: Settings) -> None:
-    store = EmbeddedReplica(pictures_indexed)
+    catalog = Catalog(pictures_indexed)
+    store = EmbeddedReplica(pictures_indexed, catalog)
     store.refresh()
     try:
         retriever = Retriever(pictures_indexed, store)
@@ -104,6 +105,7 @@ def test_an_image_query_finds_the_identical_picture_first(pictures_indexed: Sett
         assert len(retriever.retrieve("a heron").pictures) > 0
     finally:
         store.close()
+        catalog.close()
 
 
 def test_words_in_scans_and_in_chinese_images_are_found_with_their_boxes(
@@ -115,7 +117,8 @@ def test_words_in_scans_and_in_chinese_images_are_found_with_their_boxes(
     assert 40 <= scan["bbox"][0] < scan["bbox"][2] <= 555
     notice = _query(cli, home, "图书馆 闭馆")[0]
     assert notice["doc_id"] == "pictures/zh.png" and "图书馆" in notice["text"]
-    shown = preview(pictures_indexed, notice["chunk_id"])
+    with Catalog(pictures_indexed) as catalog:
+        shown = preview(pictures_indexed, catalog, notice["chunk_id"])
     assert shown.png and shown.png.startswith(b"\x89PNG")  # the image, its words highlighted
 
 
@@ -125,7 +128,8 @@ def test_a_captioned_picture_is_found_by_its_caption_and_cited_on_its_page(
     (figure, *_) = _picture_rows(pictures_indexed, "pictures/figures.pdf")
     hits = _query(cli, pictures_indexed.home, figure["text"], k=8)
     assert "image" in {hit["modality"] for hit in hits}
-    shown = preview(pictures_indexed, figure["chunk_id"])
+    with Catalog(pictures_indexed) as catalog:
+        shown = preview(pictures_indexed, catalog, figure["chunk_id"])
     assert shown.page == 1 and shown.png  # page 1 rendered, the figure's box highlighted
 
 
@@ -173,11 +177,7 @@ def test_an_image_folder_is_indexed_changed_and_deleted_incrementally(
     renamed = _metadata(home, "image_embeddings", "photos/three.png")[0]
     assert (renamed["embedded"], renamed["cached"]) == (0, 1)
     assert set(_status(cli, home)) == {"photos/2.png", "photos/three.png"}
-    store = open_vector_store(load_settings(home))
-    try:
-        assert store.count("photos/1.png") == 0 and store.count() == 2
-    finally:
-        store.close()
+    assert point_count(home, "photos/1.png") == 0 and point_count(home) == 2
     kept = {path.name for path in (home / "images").rglob("*.png")}
     assert len(kept) == 2  # the deleted and the replaced pictures' files are gone
 

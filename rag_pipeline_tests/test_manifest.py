@@ -1,4 +1,6 @@
 import os
+import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -63,7 +65,7 @@ def test_diff_classifies_new_changed_unchanged_and_deleted(
     (source / "gone.txt").unlink()
     (source / "new.txt").write_text("new")
     files, missing = scan_sources(settings, known)
-    diff = diff_manifest(files, missing, known)
+    diff = diff_manifest(files, missing, known, {})
     assert diff.new == ["docs/new.txt"]
     assert diff.changed == ["docs/edit.txt"]
     assert diff.unchanged == ["docs/keep.txt"]
@@ -78,7 +80,7 @@ def test_documents_of_a_missing_folder_are_kept_not_deleted(
     known = {file.doc_id: _record(file) for file in files}
     source.rename(source.with_name("unmounted"))
     files, missing = scan_sources(settings, known)
-    diff = diff_manifest(files, missing, known)
+    diff = diff_manifest(files, missing, known, {})
     assert missing == [source] and diff.deleted == []
 
 
@@ -98,3 +100,48 @@ def test_chunk_size_changes_every_version_but_a_query_setting_does_not(
 def test_folders_with_the_same_name_get_distinct_labels(tmp_path: Path) -> None:
     labels = source_labels([tmp_path / "a" / "docs", tmp_path / "b" / "docs"])
     assert len(labels) == 2 and all(label.startswith("docs-") for label in labels)
+
+
+def test_a_collection_being_built_for_new_models_takes_every_document_as_changed(
+    settings: Settings, source: Path
+) -> None:
+    (source / "a.txt").write_text("a")
+    files, missing = scan_sources(settings, {})
+    live = {file.doc_id: _record(file) for file in files}
+    diff = diff_manifest(files, missing, {}, live)
+    assert diff.changed == ["docs/a.txt"] and diff.new == []
+    (source / "a.txt").unlink()
+    gone = diff_manifest([], [], {}, live)
+    assert gone.deleted == ["docs/a.txt"]  # gone from the live collection too
+
+
+def test_a_failed_document_is_retried_once_its_backoff_has_passed(
+    settings: Settings, source: Path
+) -> None:
+    (source / "a.txt").write_text("a")
+    files, missing = scan_sources(settings, {})
+    failed = replace(_record(files[0], state="failed"), retry_at=time.time() + 60)
+    assert diff_manifest(files, missing, {"docs/a.txt": failed}, {}).unchanged == ["docs/a.txt"]
+    assert diff_manifest(files, missing, {"docs/a.txt": failed}, {}, retry_failed=True).changed == [
+        "docs/a.txt"
+    ]
+    due = replace(failed, retry_at=time.time() - 1)
+    assert diff_manifest(files, missing, {"docs/a.txt": due}, {}).changed == ["docs/a.txt"]
+
+
+def test_links_out_of_a_watched_folder_are_not_followed_unless_allowed(
+    home: Path, source: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "private"
+    outside.mkdir()
+    (outside / "secret.md").write_text("# Secret")
+    (outside / "folder").mkdir()
+    (source / "inside.md").write_text("# Inside")
+    (source / "secret.md").symlink_to(outside / "secret.md")
+    (source / "alias.md").symlink_to(source / "inside.md")
+    (source / "linked-folder").symlink_to(outside / "folder", target_is_directory=True)
+    files, _ = scan_sources(load_settings(home, sources=[source]), {})
+    assert sorted(f.doc_id for f in files) == ["docs/alias.md", "docs/inside.md"]
+    allowed = load_settings(home, sources=[source], indexing={"follow_symlinks": True})
+    files, _ = scan_sources(allowed, {})
+    assert "docs/secret.md" in {f.doc_id for f in files}

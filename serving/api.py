@@ -41,7 +41,7 @@ def api_routes(assistant: Assistant) -> APIRouter:
     @router.get("/api/preview", response_model=None)
     def page_preview(chunk_id: str) -> Response:
         try:
-            shown = preview(settings, chunk_id)
+            shown = preview(settings, assistant.catalog, chunk_id)
         except PreviewError as error:
             raise HTTPException(status_code=404, detail=str(error)) from error
         if shown.png is not None:
@@ -55,7 +55,7 @@ def api_routes(assistant: Assistant) -> APIRouter:
     @router.get("/api/file")
     def original_file(doc_id: str) -> FileResponse:
         try:
-            _, path = source_file(settings, doc_id)
+            _, path = source_file(settings, assistant.catalog, doc_id)
         except PreviewError as error:
             raise HTTPException(status_code=404, detail=str(error)) from error
         return FileResponse(path, filename=path.name, content_disposition_type="inline")

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from rag_pipeline.catalog import Catalog
 from rag_pipeline.store.schema import QueryFilter
 from serving.answer import Answer
 from serving.assistant import Assistant, Source
@@ -187,7 +186,7 @@ def build_page(assistant: Assistant) -> gr.Blocks:
 
         def show_chunk(chunk_id: str) -> tuple[Any, str]:
             try:
-                shown = preview(settings, chunk_id)
+                shown = preview(settings, assistant.catalog, chunk_id)
             except PreviewError as error:
                 return gr.Image(value=None, visible=False), f"<p>{html.escape(str(error))}</p>"
             link = f"/api/file?doc_id={quote(shown.doc_id)}"
@@ -200,7 +199,8 @@ def build_page(assistant: Assistant) -> gr.Blocks:
             return image or gr.Image(value=None, visible=False), caption + shown.html
 
         def on_load() -> tuple[Any, ...]:
-            records = Catalog(settings.home).documents().values()
+            live = assistant.catalog.live_collection()
+            records = assistant.catalog.documents(live.name).values() if live else []
             indexed = sorted(r.doc_id for r in records if r.indexed_version)
             types = sorted({r.file_type for r in records if r.indexed_version})
             return (

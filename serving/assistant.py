@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import Settings
 from rag_pipeline.store.schema import QueryFilter, is_picture
 from serving.answer import Answer, Message, answer, load_answerer
 from serving.history import History
 from serving.preview import PreviewError, picture_file
-from serving.replica import RefreshLoop, open_serving_store
+from serving.replica import RefreshLoop, RefreshReport, open_serving_store
 from serving.rerank import load_reranker
 from serving.retrieval import Candidate, Retrieval, Retriever
 
@@ -71,15 +72,32 @@ class Source:
 class Assistant:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self.catalog = Catalog(settings)
         self.history = History(settings.home)
-        self.store = open_serving_store(settings)
-        self.store.refresh()  # a first page load sees the whole index
-        self.retriever = Retriever(settings, self.store, load_reranker(settings))
+        self.store = open_serving_store(settings, self.catalog)
+        self._reranker = load_reranker(settings)
+        self.retriever = self._retriever()
+        self.refresh()  # a first page load sees the whole index
         if self.retriever.clip is not None:
             self.retriever.clip.dim  # noqa: B018 (loads CLIP now: a bad model fails at start)
         self.answerer = load_answerer(settings)
-        self._refresh = RefreshLoop(self.store, settings.serving.refresh_seconds)
+        self._refresh = RefreshLoop(self.refresh, settings.serving.refresh_seconds)
         self._refresh.start()
+
+    def _retriever(self) -> Retriever:
+        """A retriever with the models of the collection that answers."""
+        live = self.store.collection
+        settings = self.settings.with_vector_models(live.models) if live else self.settings
+        return Retriever(settings, self.store, self._reranker)
+
+    def refresh(self) -> RefreshReport:
+        """Take in what indexing runs changed; follow a collection of new models going live."""
+        before = self.store.collection
+        report = self.store.refresh()
+        after = self.store.collection
+        if after is not None and (before is None or before.name != after.name):
+            self.retriever = self._retriever()
+        return report
 
     @property
     def reranker_name(self) -> str | None:
@@ -179,3 +197,4 @@ class Assistant:
         self._refresh.stop()
         self.store.close()
         self.history.close()
+        self.catalog.close()

@@ -37,9 +37,11 @@ class Preview:
     html: str  # the passage in context (for every format; the caption for PDFs)
 
 
-def source_file(settings: Settings, doc_id: str) -> tuple[DocumentRecord, Path]:
-    """A document's file, only if the catalog knows it and it lies inside a watched folder."""
-    record = Catalog(settings.home).documents().get(doc_id)
+def source_file(settings: Settings, catalog: Catalog, doc_id: str) -> tuple[DocumentRecord, Path]:
+    """A document's file, only if the live collection holds it and it lies inside a watched
+    folder."""
+    live = catalog.live_collection()
+    record = catalog.document(live.name, doc_id) if live else None
     if record is None:
         raise PreviewError(f"no indexed document {doc_id!r}")
     try:
@@ -52,23 +54,24 @@ def source_file(settings: Settings, doc_id: str) -> tuple[DocumentRecord, Path]:
     return record, path
 
 
-def cited_chunk(settings: Settings, chunk_id: str) -> tuple[list[dict[str, Any]], int]:
+def cited_chunk(catalog: Catalog, chunk_id: str) -> tuple[list[dict[str, Any]], int]:
     """The document's chunks and the position of ``chunk_id`` among them."""
     try:
         doc_id, _, _ = ids.parse_chunk_id(chunk_id)
     except ValueError as error:
         raise PreviewError(str(error)) from error
-    rows = Catalog(settings.home).chunks(doc_id)
+    live = catalog.live_collection()
+    rows = catalog.chunks(live.name, doc_id) if live else []
     for position, row in enumerate(rows):
         if row["chunk_id"] == chunk_id:
             return rows, position
     raise PreviewError(f"{chunk_id!r} is not in the index (the document changed since?)")
 
 
-def preview(settings: Settings, chunk_id: str, *, dpi: int = 110) -> Preview:
-    rows, position = cited_chunk(settings, chunk_id)
+def preview(settings: Settings, catalog: Catalog, chunk_id: str, *, dpi: int = 110) -> Preview:
+    rows, position = cited_chunk(catalog, chunk_id)
     row = rows[position]
-    record, path = source_file(settings, row["doc_id"])
+    record, path = source_file(settings, catalog, row["doc_id"])
     context = passage_in_context(rows, position)
     page = row["page_start"]
     boxes = [box for box in row["bboxes"] if box["page"] == page]

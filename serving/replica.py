@@ -1,38 +1,47 @@
 """What the chat page searches while indexing runs write: the index itself, or a replica of it.
 
 A Qdrant server serves any number of readers, so with ``store.url`` the page searches it
-directly. The embedded engine admits one process per shard directory, and an indexing run holds
-its shard while it writes. So the page keeps a replica of its own under
+directly (through ``CommittedOnly``). The embedded engine admits one process per shard, and an
+indexing run holds its shard while it writes. So the page keeps a replica of its own under
 ``<home>/serving/replica``, which no other process opens, and brings it up to date from what a
-run leaves readable while it writes: the catalog (files replaced atomically) and the embedding
-cache (SQLite in WAL mode). A document's points are rebuilt exactly as the run built them
-(``points_from_cache``), and only once its catalog entry and its catalog chunks agree on the
-version, so a run that is half done is never copied half. Queries never wait for a run, and
-never see a lock error.
+run leaves readable while it writes: the catalog (a database read while it is written) and the
+embedding cache (SQLite in WAL mode). A document's points are rebuilt exactly as the run built
+them (``points_from_cache``) from the version the catalog names live, so the replica holds
+committed versions only. Queries never wait for a run, and never see a lock error.
+
+Either way the page answers from the live collection. When a collection built for other models
+goes live, the page switches to it (a new replica is built first, while the old one answers).
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
-from rag_pipeline.catalog import Catalog, DocumentRecord
+from rag_pipeline.catalog import Catalog, CollectionRecord, DocumentRecord
 from rag_pipeline.config import Settings
 from rag_pipeline.embedding import EmbeddingCache
-from rag_pipeline.indexing import VectorModels, points_from_cache, vector_sizes
-from rag_pipeline.store import SearchableStore, open_vector_store
+from rag_pipeline.indexing.points import VectorModels, points_from_cache, vector_sizes
+from rag_pipeline.store import SearchableStore, VectorStore, open_vector_store
 from rag_pipeline.store.edge import EdgeStore
 from rag_pipeline.store.schema import DocumentFacts, Hit, NearestHits, QueryFilter
+from serving.retrieval import CommittedOnly
 
 logger = logging.getLogger(__name__)
 
 
 class ServingStore(SearchableStore, Protocol):
+    @property
+    def collection(self) -> CollectionRecord | None:
+        """The collection answering now (None before anything is indexed)."""
+
     def refresh(self) -> RefreshReport:
         """Take in what indexing runs changed since the last refresh."""
 
@@ -46,18 +55,28 @@ class RefreshReport:
     waiting: int = 0  # documents a running indexing run is still writing
 
 
-def open_serving_store(settings: Settings) -> ServingStore:
+def open_serving_store(settings: Settings, catalog: Catalog) -> ServingStore:
     """The Qdrant server itself when one is configured, else a replica of the embedded index."""
     if settings.store.url or settings.store.client_path:
-        return _SharedStore(settings)
-    return EmbeddedReplica(settings)
+        return _SharedStore(settings, catalog)
+    return EmbeddedReplica(settings, catalog)
 
 
 class _SharedStore:
-    """A Qdrant server: every process reads it directly, so there is nothing to refresh."""
+    """A Qdrant server: every process reads it directly, so there is nothing to copy."""
 
-    def __init__(self, settings: Settings) -> None:
-        self._store = open_vector_store(settings)
+    def __init__(self, settings: Settings, catalog: Catalog) -> None:
+        self._settings = settings
+        self._catalog = catalog
+        self._lock = threading.Lock()
+        self._live: CollectionRecord | None = None
+        self._store: VectorStore | None = None
+        self._search: SearchableStore | None = None
+        self.refresh()
+
+    @property
+    def collection(self) -> CollectionRecord | None:
+        return self._live
 
     def nearest(
         self,
@@ -68,33 +87,49 @@ class _SharedStore:
         query_filter: QueryFilter | None = None,
         image: np.ndarray | None = None,
     ) -> NearestHits:
-        return self._store.nearest(
-            dense, sparse, limit=limit, query_filter=query_filter, image=image
-        )
+        search = self._search
+        if search is None:
+            return NearestHits([], [])
+        return search.nearest(dense, sparse, limit=limit, query_filter=query_filter, image=image)
 
     def nearest_pictures(
         self, image: np.ndarray, *, limit: int, query_filter: QueryFilter | None = None
     ) -> list[Hit]:
-        return self._store.nearest_pictures(image, limit=limit, query_filter=query_filter)
+        search = self._search
+        if search is None:
+            return []
+        return search.nearest_pictures(image, limit=limit, query_filter=query_filter)
 
     def refresh(self) -> RefreshReport:
+        live = self._catalog.live_collection()
+        if live is None or (self._live is not None and live.name == self._live.name):
+            return RefreshReport()
+        store = open_vector_store(self._settings, live.name)
+        with self._lock:
+            previous = self._store
+            self._live, self._store = live, store
+            self._search = CommittedOnly(store, self._catalog, live.name)
+        if previous is not None:
+            previous.close()
         return RefreshReport()
 
     def close(self) -> None:
-        self._store.close()
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
 
 
 class EmbeddedReplica:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, catalog: Catalog) -> None:
         self.settings = settings
-        self.catalog = Catalog(settings.home)
-        self.path = replica_path(settings)
-        self._store = EdgeStore(self.path)
-        self._store.ensure_collection(*vector_sizes(settings))
+        self.catalog = catalog
         self._lock = threading.Lock()  # one search or one document's update at a time
-        self._held = {doc_id: version for doc_id, version in self._store.point_owners().values()}
-        self._seen: tuple[int, int] | None = None  # the catalog file refreshed from last
-        self._waiting = False
+        self._mirror: _Mirror | None = None
+
+    @property
+    def collection(self) -> CollectionRecord | None:
+        mirror = self._mirror
+        return mirror.collection if mirror else None
 
     def nearest(
         self,
@@ -106,7 +141,9 @@ class EmbeddedReplica:
         image: np.ndarray | None = None,
     ) -> NearestHits:
         with self._lock:
-            return self._store.nearest(
+            if self._mirror is None:
+                return NearestHits([], [])
+            return self._mirror.store.nearest(
                 dense, sparse, limit=limit, query_filter=query_filter, image=image
             )
 
@@ -114,13 +151,54 @@ class EmbeddedReplica:
         self, image: np.ndarray, *, limit: int, query_filter: QueryFilter | None = None
     ) -> list[Hit]:
         with self._lock:
-            return self._store.nearest_pictures(image, limit=limit, query_filter=query_filter)
+            if self._mirror is None:
+                return []
+            return self._mirror.store.nearest_pictures(
+                image, limit=limit, query_filter=query_filter
+            )
 
     def refresh(self) -> RefreshReport:
-        stamp = self._catalog_stamp()
+        live = self.catalog.live_collection()
+        if live is None:
+            return RefreshReport()
+        if self._mirror is not None and self._mirror.collection.name == live.name:
+            return self._mirror.refresh(self.catalog, self._lock)
+        # Another collection went live: build its replica, then swap; the old one answers
+        # meanwhile (its own lock is not shared with queries until the swap).
+        mirror = _Mirror(self.settings, live)
+        report = mirror.refresh(self.catalog, threading.Lock())
+        with self._lock:
+            previous, self._mirror = self._mirror, mirror
+        if previous is not None:
+            previous.close()
+        _remove_other_replicas(self.settings, keep=live.name)
+        return report
+
+    def close(self) -> None:
+        with self._lock:
+            if self._mirror is not None:
+                self._mirror.close()
+
+
+class _Mirror:
+    """The replica of one collection: its points, rebuilt from the catalog and the cache."""
+
+    def __init__(self, settings: Settings, collection: CollectionRecord) -> None:
+        self.collection = collection
+        self.settings = settings.with_vector_models(collection.models)
+        self.path = replica_root(settings) / collection.name
+        self.store = EdgeStore(self.path)
+        self.store.ensure_collection(*vector_sizes(self.settings))
+        self._held = {doc_id: version for doc_id, version in self.store.point_owners().values()}
+        self._seen: tuple[object, ...] | None = None  # the catalog state refreshed from last
+        self._waiting = False
+
+    def refresh(self, catalog: Catalog, lock: threading.Lock) -> RefreshReport:
+        name = self.collection.name
+        stamp = catalog.change_stamp(name)
         if stamp == self._seen and not self._waiting:
             return RefreshReport()
-        records = self.catalog.documents()
+        records = catalog.documents(name)
         wanted = {
             doc_id: record.indexed_version
             for doc_id, record in records.items()
@@ -128,8 +206,8 @@ class EmbeddedReplica:
         }
         removed = [doc_id for doc_id in self._held if doc_id not in wanted]
         for doc_id in removed:
-            with self._lock:
-                self._store.delete_document(doc_id)
+            with lock:
+                self.store.delete_document(doc_id)
             del self._held[doc_id]
         copied = waiting = 0
         stale = [doc_id for doc_id, version in wanted.items() if self._held.get(doc_id) != version]
@@ -137,7 +215,7 @@ class EmbeddedReplica:
             cache = EmbeddingCache(self.settings.home / "cache" / "embeddings.sqlite")
             try:
                 for doc_id in stale:
-                    if self._copy(records[doc_id], cache):
+                    if self._copy(catalog, records[doc_id], cache, lock):
                         copied += 1
                     else:
                         waiting += 1
@@ -150,13 +228,19 @@ class EmbeddedReplica:
             )
         return RefreshReport(copied=copied, removed=len(removed), waiting=waiting)
 
-    def _copy(self, record: DocumentRecord, cache: EmbeddingCache) -> bool:
-        """Copy a document's indexed version in; False when its files are not all there yet."""
+    def _copy(
+        self,
+        catalog: Catalog,
+        record: DocumentRecord,
+        cache: EmbeddingCache,
+        lock: threading.Lock,
+    ) -> bool:
+        """Copy a document's live version in; False when it changed while being read."""
         version = record.indexed_version
         assert version is not None
-        rows = self.catalog.chunks(record.doc_id)
+        rows = catalog.chunks(self.collection.name, record.doc_id)
         if not rows or any(row["version"] != version for row in rows):
-            return False
+            return False  # committed again since the documents were read: next refresh
         facts = DocumentFacts(
             doc_id=record.doc_id,
             file_path=str(record.file_path),
@@ -169,33 +253,34 @@ class EmbeddedReplica:
         points = points_from_cache(rows, facts, cache, VectorModels.of(self.settings))
         if len(points) < len(rows):
             return False
-        with self._lock:
-            self._store.upsert(points)
-            self._store.delete_document(record.doc_id, keep_version=version)
+        with lock:
+            self.store.upsert(points)
+            self.store.delete_document(record.doc_id, keep_version=version)
         self._held[record.doc_id] = version
         return True
 
-    def _catalog_stamp(self) -> tuple[int, int] | None:
-        try:
-            stat = self.catalog.documents_path.stat()
-        except FileNotFoundError:
-            return None
-        return stat.st_mtime_ns, stat.st_size
-
     def close(self) -> None:
-        with self._lock:
-            self._store.close()
+        self.store.close()
 
 
-def replica_path(settings: Settings) -> Path:
-    return settings.home / "serving" / "replica" / settings.store.collection
+def replica_root(settings: Settings) -> Path:
+    return settings.home / "serving" / "replica"
+
+
+def _remove_other_replicas(settings: Settings, keep: str) -> None:
+    """Replicas of collections that no longer answer (and of the layout before collections)."""
+    root = replica_root(settings)
+    for path in root.iterdir() if root.is_dir() else ():
+        if path.name != keep and not path.name.startswith("."):
+            shutil.rmtree(path, ignore_errors=True)
+            path.with_name(f".{path.name}.lock").unlink(missing_ok=True)
 
 
 class RefreshLoop:
-    """Refreshes a serving store every few seconds in a background thread."""
+    """Calls ``refresh`` every few seconds in a background thread."""
 
-    def __init__(self, store: ServingStore, every_seconds: float) -> None:
-        self._store = store
+    def __init__(self, refresh: Callable[[], object], every_seconds: float) -> None:
+        self._refresh = refresh
         self._every = every_seconds
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="index-refresh", daemon=True)
@@ -206,7 +291,7 @@ class RefreshLoop:
     def _run(self) -> None:
         while not self._stop.wait(self._every):
             try:
-                self._store.refresh()
+                self._refresh()
             except Exception:  # a bad moment must not stop the page from refreshing later
                 logger.exception("refreshing the search index failed; trying again later")
 

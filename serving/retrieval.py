@@ -15,6 +15,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import RetrievalSettings, Settings
 from rag_pipeline.embedding import DenseEncoder, SparseEncoder
 from rag_pipeline.embedding.image import ClipEncoder
@@ -87,6 +90,55 @@ class Retrieval:
     reranker: str | None  # the reranker's name, or None when the fused order stands
     timings_ms: dict[str, float] = field(default_factory=dict)
     pictures: list[Candidate] = field(default_factory=list)  # nearest by CLIP's text tower
+
+
+class CommittedOnly:
+    """A store searched for the versions the catalog names live, and for nothing else.
+
+    Between a document's new points being written and its catalog commit, and between the
+    commit and the old points' deletion, the store holds two versions of it: only the live one
+    is returned. A store that is written in place (the index itself, a Qdrant server) is
+    searched through this; the chat page's replica holds committed versions only.
+    """
+
+    def __init__(self, store: SearchableStore, catalog: Catalog, collection: str) -> None:
+        self.store = store
+        self.catalog = catalog
+        self.collection = collection
+
+    def nearest(
+        self,
+        dense: np.ndarray,
+        sparse: tuple[np.ndarray, np.ndarray],
+        *,
+        limit: int,
+        query_filter: QueryFilter | None = None,
+        image: np.ndarray | None = None,
+    ) -> NearestHits:
+        found = self.store.nearest(
+            dense, sparse, limit=limit, query_filter=query_filter, image=image
+        )
+        live = self._live(found.dense + found.sparse + found.image)
+        return NearestHits(*(self._kept(getattr(found, kind), live) for kind in _RANKINGS))
+
+    def nearest_pictures(
+        self, image: np.ndarray, *, limit: int, query_filter: QueryFilter | None = None
+    ) -> list[Hit]:
+        found = self.store.nearest_pictures(image, limit=limit, query_filter=query_filter)
+        return self._kept(found, self._live(found))
+
+    def _live(self, hits: list[Hit]) -> dict[str, str]:
+        return self.catalog.live_versions(
+            self.collection, {hit.payload.get("doc_id", "") for hit in hits}
+        )
+
+    @staticmethod
+    def _kept(hits: list[Hit], live: dict[str, str]) -> list[Hit]:
+        return [
+            hit
+            for hit in hits
+            if live.get(hit.payload.get("doc_id", "")) == hit.payload.get("version")
+        ]
 
 
 def fuse(nearest: NearestHits, settings: RetrievalSettings) -> list[Candidate]:
@@ -284,21 +336,38 @@ def _timed(timings: dict[str, float], stage: str) -> Iterator[None]:
         timings[stage] = round((time.perf_counter() - started) * 1000, 3)
 
 
+@contextmanager
+def live_index(
+    settings: Settings, *, wait_seconds: float = 30.0
+) -> Iterator[tuple[Settings, SearchableStore]]:
+    """The live collection, searchable for committed versions only, and settings that name the
+    models it was built with (they differ from the settings' own while a collection for new
+    models is being built). The store is closed when the block ends."""
+    from rag_pipeline.store import open_vector_store
+
+    with Catalog(settings) as catalog:
+        live = catalog.live_collection()
+        if live is None:
+            raise QueryError(
+                f"nothing is indexed yet under {settings.home}: run `rag-pipeline index`"
+            )
+        store = open_vector_store(settings, live.name, wait_seconds=wait_seconds)
+        try:
+            yield settings.with_vector_models(live.models), CommittedOnly(store, catalog, live.name)
+        finally:
+            store.close()
+
+
 def search(
     settings: Settings,
     query: str,
     *,
     top_k: int | None = None,
     query_filter: QueryFilter | None = None,
-    wait_seconds: float = 30.0,
 ) -> Retrieval:
-    """One retrieval against the index itself (the CLI's ``query``), store opened and closed."""
-    from rag_pipeline.store import open_vector_store
+    """One retrieval against the index itself (the CLI's ``query``)."""
     from serving.rerank import load_reranker
 
-    reranker = load_reranker(settings)
-    store = open_vector_store(settings, wait_seconds=wait_seconds)
-    try:
-        return Retriever(settings, store, reranker).retrieve(query, query_filter, top_k=top_k)
-    finally:
-        store.close()
+    with live_index(settings) as (live_settings, store):
+        retriever = Retriever(live_settings, store, load_reranker(live_settings))
+        return retriever.retrieve(query, query_filter, top_k=top_k)

@@ -29,7 +29,8 @@ from pydantic import Field
 
 from rag_pipeline.defs.partitions import documents_partitions
 from rag_pipeline.defs.resources import IndexingResource
-from rag_pipeline.indexing import CheckOutcome
+from rag_pipeline.indexing.checks import CheckOutcome, run_checks
+from rag_pipeline.indexing.commit import write_points
 
 # BackfillPolicy is "beta"; it is what runs a batch of documents in one invocation.
 warnings.filterwarnings("ignore", category=BetaWarning, message=".*backfill_policy.*")
@@ -45,6 +46,10 @@ class ManifestConfig(Config):
     force: bool = Field(
         default=False,
         description="Re-index the selected documents even if their version is unchanged.",
+    )
+    retry_failed: bool = Field(
+        default=False,
+        description="Retry the selected documents that failed, without waiting for their retry.",
     )
 
 
@@ -81,9 +86,10 @@ def record_per_document(
 def file_manifest(
     context: AssetExecutionContext, config: ManifestConfig, indexing: IndexingResource
 ) -> MaterializeResult:
-    return record_per_document(
-        context, indexing.indexer.plan(context.partition_keys, force=config.force)
+    plan = indexing.indexer.plan(
+        context.partition_keys, force=config.force, retry_failed=config.retry_failed
     )
+    return record_per_document(context, plan)
 
 
 @asset(
@@ -151,8 +157,8 @@ CHECKS = {
 @asset(
     **_PER_DOCUMENT,
     deps=[dense_embeddings, sparse_embeddings, image_embeddings],
-    description="The document's points in the vector store (new version upserted, older ones "
-    "deleted) and its catalog rows.",
+    description="The document's points in the vector store and its catalog rows: the new "
+    "version upserted, then made live in one catalog transaction, then the older ones deleted.",
     check_specs=[
         AssetCheckSpec(name, asset=_QDRANT_POINTS, description=description)
         for name, description in CHECKS.items()
@@ -163,14 +169,8 @@ def qdrant_points(
 ) -> Iterator[MaterializeResult | AssetCheckResult | AssetCheckEvaluation]:
     indexer = indexing.indexer
     keys = context.partition_keys
-    yield record_per_document(context, indexer.write_points(keys))
-    outcomes = {
-        "every_chunk_has_point": indexer.check_every_chunk_has_point(keys),
-        "no_orphan_points": indexer.check_no_orphan_points(),
-        "vector_size_matches_model": indexer.check_vector_size(),
-        "no_document_silently_empty": indexer.check_no_silent_empty(keys),
-    }
-    for name, outcome in outcomes.items():
+    yield record_per_document(context, write_points(indexer, keys))
+    for name, outcome in run_checks(indexer, keys).items():
         yield from _check_events(name, outcome, set(keys))
 
 

@@ -6,7 +6,7 @@ from dagster import ConfigurableResource, InitResourceContext
 from pydantic import Field, PrivateAttr
 
 from rag_pipeline.config import Settings, load_settings
-from rag_pipeline.indexing import Indexer
+from rag_pipeline.indexing.run import Indexer
 from rag_pipeline.locking import index_lock
 
 

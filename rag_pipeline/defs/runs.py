@@ -31,8 +31,13 @@ class PlannedRun:
     diff: ManifestDiff
     tags: dict[str, str]  # partition range; empty when there is nothing to do
 
-    def run_config(self, settings: Settings) -> dict[str, Any]:
-        return {"resources": {"indexing": {"config": {"home": str(settings.home)}}}}
+    def run_config(self, settings: Settings, *, retry_failed: bool = False) -> dict[str, Any]:
+        config: dict[str, Any] = {
+            "resources": {"indexing": {"config": {"home": str(settings.home)}}}
+        }
+        if retry_failed:
+            config["ops"] = {"file_manifest": {"config": {"retry_failed": True}}}
+        return config
 
 
 def plan_index_run(instance: DagsterInstance, diff: ManifestDiff) -> PlannedRun:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-
 from dagster import (
     DagsterInstance,
     DagsterRunStatus,
@@ -18,10 +16,11 @@ from dagster import (
     sensor,
 )
 
+from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import load_settings
 from rag_pipeline.defs.runs import TRIGGER_TAG, index_documents_job, plan_index_run
-from rag_pipeline.locking import index_is_running
-from rag_pipeline.manifest import find_changes
+from rag_pipeline.indexing.incremental import find_work
+from rag_pipeline.locking import LockTimeout, index_lock
 
 _ACTIVE = [
     DagsterRunStatus.QUEUED,
@@ -33,28 +32,24 @@ _ACTIVE = [
 
 def _index_run_request(instance: DagsterInstance, trigger: str) -> RunRequest | SkipReason:
     settings = load_settings()
-    if index_is_running(settings.home):
-        return SkipReason("an indexing run is in progress")
     active = instance.get_runs(
         RunsFilter(job_name=index_documents_job.name, statuses=_ACTIVE), limit=1
     )
     if active:
         return SkipReason("an indexing run is queued or in progress")
+    try:
+        with index_lock(settings.home, timeout_seconds=0), Catalog(settings) as catalog:
+            diff = find_work(settings, catalog)
+    except LockTimeout:
+        return SkipReason("an indexing run is in progress")
     # Also removes the partitions of documents a previous run deleted.
-    planned = plan_index_run(instance, find_changes(settings))
+    planned = plan_index_run(instance, diff)
     if not planned.tags:
         return SkipReason("no document changed")
-    diff = planned.diff
-    fingerprint = hashlib.sha256(
-        "\n".join(
-            f"{doc_id}:{diff.files[doc_id].version if doc_id in diff.files else '-'}"
-            for doc_id in diff.to_process
-        ).encode()
-    ).hexdigest()[:16]
+    # No run key: Dagster never launches a key twice, and the same change may need another run
+    # (a failed run, a file changed back: A, B, A). The active-run check above is the guard.
     return RunRequest(
-        run_key=fingerprint,
-        run_config=planned.run_config(settings),
-        tags={**planned.tags, TRIGGER_TAG: trigger},
+        run_config=planned.run_config(settings), tags={**planned.tags, TRIGGER_TAG: trigger}
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -70,20 +71,37 @@ class VectorStore(SearchableStore, Protocol):
     def image_size(self) -> int | None:
         """The size of the image vectors, or None when the collection has none."""
 
+    def drop(self) -> None:
+        """Delete the collection with all its points."""
+
     def close(self) -> None: ...
 
 
-def open_vector_store(settings: Settings, *, wait_seconds: float = 600.0) -> VectorStore:
-    """The Qdrant server when ``store.url`` is set, else the embedded engine under the home.
+def open_vector_store(
+    settings: Settings, collection: str, *, wait_seconds: float = 600.0
+) -> VectorStore:
+    """``collection`` on the Qdrant server when ``store.url`` is set, else in the embedded
+    engine under the home.
 
     The embedded engine admits one process at a time: wait up to ``wait_seconds`` for it.
     """
     if settings.store.url or settings.store.client_path:
         from rag_pipeline.store.server import QdrantServerStore
 
-        return QdrantServerStore.from_settings(settings.store)
+        return QdrantServerStore.from_settings(settings.store, collection)
     from rag_pipeline.store.edge import EdgeStore
 
-    return EdgeStore(
-        settings.home / "qdrant" / settings.store.collection, wait_seconds=wait_seconds
-    )
+    return EdgeStore(embedded_path(settings, collection), wait_seconds=wait_seconds)
+
+
+def embedded_path(settings: Settings, collection: str) -> Path:
+    return settings.home / "qdrant" / collection
+
+
+def drop_collection(settings: Settings, collection: str) -> None:
+    """Delete a collection and its points (a retired one, once another has taken over)."""
+    store = open_vector_store(settings, collection)
+    try:
+        store.drop()
+    finally:
+        store.close()

@@ -85,11 +85,12 @@ class EdgeStore:
         if self._shard is not None:
             if self.dense_size() == dense_dim and self.image_size() == image_dim:
                 return
-            # Vector sizes are part of every document's version (manifest.pipeline_version), so
-            # all documents are re-indexed in this run anyway: start the shard afresh.
-            self._shard.close()
-            shutil.rmtree(self.path)
-            self._config = None
+            # Never dropped here: another layout is another collection (VectorLayout).
+            raise StoreError(
+                f"the vector store at {self.path} holds {self.dense_size()}-d text and "
+                f"{self.image_size() or 'no'} image vectors but the models give {dense_dim}-d "
+                f"text and {image_dim or 'no'} image vectors"
+            )
         vectors = {DENSE_VECTOR: EdgeVectorParams(size=dense_dim, distance=Distance.Cosine)}
         if image_dim:
             vectors[IMAGE_VECTOR] = EdgeVectorParams(size=image_dim, distance=Distance.Cosine)
@@ -229,6 +230,14 @@ class EdgeStore:
             )
         )
         return [Hit(str(point.id), point.score, point.payload or {}) for point in found]
+
+    def drop(self) -> None:
+        if self._shard is not None:
+            self._shard.close()
+            self._shard = None
+        shutil.rmtree(self.path, ignore_errors=True)
+        self._config = None
+        self._lock.path.unlink(missing_ok=True)  # held until close: no one opens it meanwhile
 
     def close(self) -> None:
         if self._shard is not None:

@@ -6,7 +6,7 @@ serving, evaluation) reads these payload fields.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,26 @@ RANGE_FIELDS = ("mtime",)
 
 MODALITY_TEXT = "text"
 MODALITY_IMAGE = "image"  # a picture: its CLIP vector, and its caption's text vectors if any
+
+
+@dataclass(frozen=True, slots=True)
+class VectorLayout:
+    """What a collection's vectors are: the models that make them.
+
+    A collection keeps its layout for life: other models are another collection, built beside
+    the live one (see ``catalog.CollectionRecord``), so the live one never mixes vector spaces.
+    """
+
+    dense_model: str
+    sparse_model: str
+    image_model: str | None  # None: pictures have no vectors
+
+    def collection_name(self, prefix: str) -> str:
+        """``<prefix>-<hash of the layout>``: a valid Qdrant collection and folder name."""
+        return f"{prefix}-{ids.fingerprint(asdict(self))[:8]}"
+
+    def as_dict(self) -> dict[str, str | None]:
+        return asdict(self)
 
 
 def is_picture(chunk: dict[str, Any]) -> bool:

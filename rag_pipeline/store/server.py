@@ -39,14 +39,14 @@ class QdrantServerStore:
         self._searches_images: bool | None = None  # see _has_image_vectors
 
     @classmethod
-    def from_settings(cls, settings: StoreSettings) -> QdrantServerStore:
+    def from_settings(cls, settings: StoreSettings, collection: str) -> QdrantServerStore:
         from qdrant_client import QdrantClient
 
         if settings.url:
             client = QdrantClient(url=settings.url, api_key=settings.api_key, timeout=60)
         else:
             client = QdrantClient(path=str(settings.client_path))
-        return cls(client, settings.collection)
+        return cls(client, collection)
 
     def _exists(self) -> bool:
         return self.client.collection_exists(self.collection)
@@ -61,8 +61,7 @@ class QdrantServerStore:
             raise StoreError(
                 f"the Qdrant collection {self.collection!r} holds {size}-d text and "
                 f"{image_size or 'no'} image vectors but the models give {dense_dim}-d text and "
-                f"{image_dim or 'no'} image vectors: index into a new collection "
-                "(RAG_PIPELINE_STORE__COLLECTION) or delete this one"
+                f"{image_dim or 'no'} image vectors"
             )
         vectors = {
             DENSE_VECTOR: models.VectorParams(size=dense_dim, distance=models.Distance.COSINE)
@@ -227,6 +226,10 @@ class QdrantServerStore:
             with_payload=True,
         )
         return [Hit(str(point.id), point.score, point.payload or {}) for point in found.points]
+
+    def drop(self) -> None:
+        if self._exists():
+            self.client.delete_collection(self.collection)
 
     def close(self) -> None:
         self.client.close()

@@ -1,6 +1,5 @@
 """Dagster's storage on a real PostgreSQL (``.ci/run`` starts one and sets the URL)."""
 
-import os
 import uuid
 from pathlib import Path
 
@@ -8,13 +7,9 @@ import pytest
 
 from rag_pipeline.config import load_settings
 from rag_pipeline.defs.instance import get_instance
-from rag_pipeline_tests.conftest import Cli
+from rag_pipeline_tests.conftest import POSTGRES_URL, Cli, needs_postgres
 
-POSTGRES_URL = os.environ.get("RAG_PIPELINE_TEST_POSTGRES_URL")
-
-pytestmark = pytest.mark.skipif(
-    not POSTGRES_URL, reason="set RAG_PIPELINE_TEST_POSTGRES_URL to a PostgreSQL database"
-)
+pytestmark = needs_postgres
 
 
 def test_a_postgres_backed_instance_runs_a_materialization(

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from rag_pipeline.catalog import Catalog
 from rag_pipeline.cli import main
 from rag_pipeline.config import Settings, load_settings
 from rag_pipeline_tests.documents import two_column_pdf
@@ -40,3 +42,9 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     source = write_corpus(root / "docs")
     assert main(["index", "--home", str(root / "home"), "--source", str(source)]) == 0
     return load_settings(root / "home")
+
+
+@pytest.fixture(scope="module")
+def catalog(indexed: Settings) -> Iterator[Catalog]:
+    with Catalog(indexed) as opened:
+        yield opened

@@ -17,6 +17,7 @@ from PIL import Image
 
 from rag_pipeline.cli import main
 from rag_pipeline.config import Settings, load_settings
+from rag_pipeline_tests.index_state import live_chunks
 from rag_pipeline_tests.serving.conftest import write_corpus
 from serving.assistant import Assistant
 from serving.history import History
@@ -104,9 +105,7 @@ def test_the_file_link_serves_an_indexed_document(served: str) -> None:
 
 
 def test_a_pdf_citation_preview_is_a_png_with_the_page(served: str, indexed: Settings) -> None:
-    from rag_pipeline.catalog import Catalog
-
-    chunk = Catalog(indexed.home).chunks("docs/report.pdf")[0]["chunk_id"]
+    chunk = live_chunks(indexed.home, "docs/report.pdf")[0]["chunk_id"]
     response = httpx.get(f"{served}/api/preview", params={"chunk_id": chunk})
     assert response.status_code == 200 and response.headers["content-type"] == "image/png"
     assert _has_highlight(Image.open(io.BytesIO(response.content)).convert("RGB"))

@@ -8,16 +8,19 @@ from PIL import Image
 
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import Settings
+from rag_pipeline_tests.index_state import live_chunks
 from serving.preview import HIGHLIGHT, PreviewError, preview, source_file
 
 
 def _chunk(settings: Settings, doc_id: str) -> dict:
-    return Catalog(settings.home).chunks(doc_id)[0]
+    return live_chunks(settings.home, doc_id)[0]
 
 
-def test_a_pdf_passage_is_shown_on_its_page_with_its_box_highlighted(indexed: Settings) -> None:
+def test_a_pdf_passage_is_shown_on_its_page_with_its_box_highlighted(
+    indexed: Settings, catalog: Catalog
+) -> None:
     chunk = _chunk(indexed, "docs/report.pdf")
-    shown = preview(indexed, chunk["chunk_id"], dpi=72)
+    shown = preview(indexed, catalog, chunk["chunk_id"], dpi=72)
     assert shown.page == chunk["page_start"] and shown.png is not None
     image = Image.open(io.BytesIO(shown.png)).convert("RGB")
     assert image.size == (595, 842)  # A4 at 72 dpi: one pixel per point
@@ -33,8 +36,10 @@ def test_a_pdf_passage_is_shown_on_its_page_with_its_box_highlighted(indexed: Se
     assert image.getpixel((5, 5)) == (255, 255, 255)  # outside: untouched
 
 
-def test_other_formats_show_the_passage_marked_in_its_text(indexed: Settings) -> None:
-    shown = preview(indexed, _chunk(indexed, "docs/rivers.txt")["chunk_id"])
+def test_other_formats_show_the_passage_marked_in_its_text(
+    indexed: Settings, catalog: Catalog
+) -> None:
+    shown = preview(indexed, catalog, _chunk(indexed, "docs/rivers.txt")["chunk_id"])
     assert shown.png is None and "<mark>" in shown.html and "三峡大坝" in shown.html
 
 
@@ -42,13 +47,17 @@ def test_other_formats_show_the_passage_marked_in_its_text(indexed: Settings) ->
     "doc_id",
     ["../../etc/passwd", "/etc/passwd", "docs/../../../etc/passwd", "docs/missing.md"],
 )
-def test_paths_that_are_not_indexed_documents_are_refused(indexed: Settings, doc_id: str) -> None:
+def test_paths_that_are_not_indexed_documents_are_refused(
+    indexed: Settings, catalog: Catalog, doc_id: str
+) -> None:
     with pytest.raises(PreviewError):
-        source_file(indexed, doc_id)
+        source_file(indexed, catalog, doc_id)
 
 
-def test_a_symbolic_link_out_of_the_watched_folder_is_refused(indexed: Settings) -> None:
-    _, path = source_file(indexed, "docs/guide.md")
+def test_a_symbolic_link_out_of_the_watched_folder_is_refused(
+    indexed: Settings, catalog: Catalog
+) -> None:
+    _, path = source_file(indexed, catalog, "docs/guide.md")
     outside = indexed.home / "secret.md"
     outside.write_text("secret")
     backup = path.with_suffix(".bak")
@@ -56,14 +65,14 @@ def test_a_symbolic_link_out_of_the_watched_folder_is_refused(indexed: Settings)
     try:
         path.symlink_to(outside)
         with pytest.raises(PreviewError, match="outside the watched folders"):
-            source_file(indexed, "docs/guide.md")
+            source_file(indexed, catalog, "docs/guide.md")
     finally:
         path.unlink()
         os.rename(backup, path)
 
 
-def test_an_unknown_or_malformed_chunk_id_is_refused(indexed: Settings) -> None:
+def test_an_unknown_or_malformed_chunk_id_is_refused(indexed: Settings, catalog: Catalog) -> None:
     with pytest.raises(PreviewError):
-        preview(indexed, "docs/guide.md@nope#0")
+        preview(indexed, catalog, "docs/guide.md@nope#0")
     with pytest.raises(PreviewError):
-        preview(indexed, "not a chunk id")
+        preview(indexed, catalog, "not a chunk id")

@@ -5,9 +5,11 @@ import sys
 import time
 from pathlib import Path
 
+from rag_pipeline.catalog import Catalog
 from rag_pipeline.cli import main
 from rag_pipeline.config import load_settings
 from rag_pipeline.store import open_vector_store
+from rag_pipeline_tests.index_state import live_name
 from rag_pipeline_tests.serving.conftest import write_corpus
 from serving.replica import EmbeddedReplica
 from serving.retrieval import Retriever
@@ -24,7 +26,8 @@ def test_the_replica_answers_during_an_indexing_run_and_catches_up_after_it(
     home = tmp_path / "home"
     assert main(["index", "--home", str(home), "--source", str(source)]) == 0
     settings = load_settings(home)
-    replica = EmbeddedReplica(settings)
+    catalog = Catalog(settings)
+    replica = EmbeddedReplica(settings, catalog)
     try:
         assert replica.refresh().copied == 3
         retriever = Retriever(settings, replica)
@@ -56,8 +59,9 @@ def test_the_replica_answers_during_an_indexing_run_and_catches_up_after_it(
         assert "docs/guide.md" not in _found(retriever, "when do owls hunt")
     finally:
         replica.close()
+        catalog.close()
     # The index's own store was never opened by the page: a later run can always open it.
-    store = open_vector_store(settings, wait_seconds=0)
+    store = open_vector_store(settings, live_name(home), wait_seconds=0)
     store.close()
 
 
@@ -65,14 +69,16 @@ def test_a_refresh_with_nothing_new_copies_nothing(tmp_path: Path) -> None:
     source = write_corpus(tmp_path / "docs")
     home = tmp_path / "home"
     main(["index", "--home", str(home), "--source", str(source)])
-    replica = EmbeddedReplica(load_settings(home))
-    try:
-        replica.refresh()
-        assert replica.refresh().copied == 0
-    finally:
-        replica.close()
-    reopened = EmbeddedReplica(load_settings(home))  # what it holds survives a restart
-    try:
-        assert reopened.refresh().copied == 0
-    finally:
-        reopened.close()
+    settings = load_settings(home)
+    with Catalog(settings) as catalog:
+        replica = EmbeddedReplica(settings, catalog)
+        try:
+            replica.refresh()
+            assert replica.refresh().copied == 0
+        finally:
+            replica.close()
+        reopened = EmbeddedReplica(settings, catalog)  # what it holds survives a restart
+        try:
+            assert reopened.refresh().copied == 0
+        finally:
+            reopened.close()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import RerankSettings, Settings
 from rag_pipeline.embedding.models import OFFLINE_DENSE_MODELS
 from serving.replica import EmbeddedReplica
@@ -105,11 +106,13 @@ def test_auto_picks_fastembed_for_an_onnx_folder_and_transformers_otherwise(
     assert load_reranker(indexed) is None  # none configured
 
 
-def test_the_final_order_follows_the_rerankers_scores(tmp_path: Path, indexed: Settings) -> None:
+def test_the_final_order_follows_the_rerankers_scores(
+    tmp_path: Path, indexed: Settings, catalog: Catalog
+) -> None:
     folder = tiny_cross_encoder(tmp_path / "tiny-ce")
     settings = indexed.model_copy(update={"rerank": RerankSettings(model=str(folder))})
     reranker = load_reranker(settings)
-    replica = EmbeddedReplica(settings)
+    replica = EmbeddedReplica(settings, catalog)
     try:
         replica.refresh()
         retrieval = Retriever(settings, replica, reranker).retrieve("owls and herons", top_k=3)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rag_pipeline.config import StoreSettings
-from rag_pipeline.store import StoreBusyError, VectorStore
+from rag_pipeline.store import StoreBusyError, StoreError, VectorStore
 from rag_pipeline.store.edge import EdgeStore
 from rag_pipeline.store.schema import IndexPoint, QueryFilter
 from rag_pipeline.store.server import QdrantServerStore
@@ -35,12 +35,19 @@ def _point(doc: str, version: str, index: int, seed: int, lang: str = "en") -> I
     )
 
 
+def _local_mode(tmp_path: Path) -> QdrantServerStore:
+    """The server backend's code, through qdrant-client's local mode (no server here)."""
+    return QdrantServerStore.from_settings(StoreSettings(client_path=tmp_path / "local"), "test")
+
+
 @pytest.fixture(params=["edge", "qdrant-client"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStore]:
     if request.param == "edge":
         opened: VectorStore = EdgeStore(tmp_path / "edge")
     else:
-        opened = QdrantServerStore.from_settings(StoreSettings(client_path=tmp_path / "local"))
+        opened = QdrantServerStore.from_settings(
+            StoreSettings(client_path=tmp_path / "local"), "test"
+        )
     opened.ensure_collection(DIM)
     yield opened
     opened.close()
@@ -49,9 +56,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStor
 @pytest.mark.parametrize("backend", ["edge", "qdrant-client"])
 def test_a_search_before_anything_is_indexed_finds_nothing(backend: str, tmp_path: Path) -> None:
     empty: VectorStore = (
-        EdgeStore(tmp_path / "edge")
-        if backend == "edge"
-        else QdrantServerStore.from_settings(StoreSettings(client_path=tmp_path / "local"))
+        EdgeStore(tmp_path / "edge") if backend == "edge" else _local_mode(tmp_path)
     )
     sparse = (np.array([1]), np.array([1.0], dtype=np.float32))
     try:
@@ -170,12 +175,18 @@ def test_two_store_objects_in_one_process_exclude_each_other(tmp_path: Path) -> 
     EdgeStore(tmp_path / "edge").close()
 
 
-def test_changing_to_a_model_of_another_size_recreates_the_embedded_collection(
-    tmp_path: Path,
+@pytest.mark.parametrize("backend", ["edge", "qdrant-client"])
+def test_a_collection_never_changes_its_vector_size_and_is_never_emptied_for_it(
+    backend: str, tmp_path: Path
 ) -> None:
-    store = EdgeStore(tmp_path / "edge")
+    store: VectorStore = (
+        EdgeStore(tmp_path / "edge") if backend == "edge" else _local_mode(tmp_path)
+    )
     store.ensure_collection(DIM)
     store.upsert([_point("a", "v1", 0, 1)])
-    store.ensure_collection(16)
-    assert store.dense_size() == 16 and store.count() == 0
+    with pytest.raises(StoreError, match="8-d text"):
+        store.ensure_collection(16)
+    assert store.count() == 1
+    store.drop()
+    assert store.count() == 0
     store.close()

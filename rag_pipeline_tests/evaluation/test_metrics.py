@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from serving.metrics import evaluate, mrr_at, ndcg_at, rank_by_score, recall_at
+from evaluation.metrics import evaluate, mrr_at, ndcg_at, rank_by_score, recall_at
 
 GRADES = {"b": 2, "c": 1, "d": 1}
 

@@ -27,14 +27,13 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
 
+from evaluation.metrics import Qrels, evaluate
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import Settings
-from rag_pipeline.incremental import index_once
-from rag_pipeline.store import open_vector_store
+from rag_pipeline.indexing.incremental import index_once
 from rag_pipeline.store.schema import Hit, NearestHits
-from serving.metrics import Qrels, evaluate
 from serving.rerank import load_reranker
-from serving.retrieval import Candidate, Retriever
+from serving.retrieval import Candidate, Retriever, live_index
 
 FUSIONS: tuple[Literal["rrf", "dbsf", "minmax"], ...] = ("rrf", "dbsf", "minmax")
 _DEPTH = 200  # chunks per ranking: enough to rank 100 documents for Recall@100
@@ -146,16 +145,15 @@ def run_evaluation(settings: Settings, folder: Path, split: str = "test") -> Rep
     indexed = index_once(scratch_settings, trigger="eval")
     if not indexed.succeeded:
         raise DatasetError("indexing the corpus failed; see the error above")
-    records = Catalog(scratch).documents()
+    with Catalog(scratch_settings) as catalog:
+        live = catalog.live_collection()
+        records = catalog.documents(live.name) if live else {}
     label = corpus_folder.name
     beir_ids = {f"{label}/{name}": doc_id for name, doc_id in names.items()}
 
-    store = open_vector_store(scratch_settings)
-    try:
-        retriever = Retriever(scratch_settings, store, load_reranker(scratch_settings))
+    with live_index(scratch_settings) as (live_settings, store):
+        retriever = Retriever(live_settings, store, load_reranker(live_settings))
         rankings, latencies = _rank_every_method(retriever, dataset, beir_ids)
-    finally:
-        store.close()
     config = scratch_settings.retrieval
     configured = f"hybrid {config.fusion}" + (" + rerank" if retriever.reranker else "")
     latencies.sort()

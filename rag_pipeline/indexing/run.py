@@ -3,7 +3,8 @@
 Each method is one asset of the Dagster graph (``defs/assets.py`` only wires them): it takes the
 batch's document ids, reads the previous stage's files, writes its own, and returns per-document
 metadata for the UI. A document that fails is marked failed with its reason and the rest of the
-batch goes on; whatever was indexed for it before stays searchable.
+batch goes on; whatever was indexed for it before stays searchable. The last stage, writing
+points and committing them, is ``commit.py``; the checks after it, ``checks.py``.
 """
 
 from __future__ import annotations
@@ -12,61 +13,39 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-import numpy as np
-
-from rag_pipeline.catalog import Catalog, DocumentRecord
+from rag_pipeline.catalog import Catalog, CollectionRecord
 from rag_pipeline.chunking import Chunk, chunk_as_record, chunk_document, picture_chunks
 from rag_pipeline.config import Settings
 from rag_pipeline.embedding import (
     DenseEncoder,
     EmbeddingCache,
     SparseEncoder,
-    SparseVector,
     ensure_dense,
     ensure_sparse,
 )
 from rag_pipeline.embedding.image import (
     Captioner,
     ClipEncoder,
-    clip_dim,
-    clip_model_id,
     ensure_captions,
     ensure_picture_vectors,
 )
-from rag_pipeline.embedding.models import dense_model_dim
-from rag_pipeline.manifest import describe_file
+from rag_pipeline.faults import fault_point
+from rag_pipeline.indexing.points import VectorModels
+from rag_pipeline.manifest import describe_file, needs_indexing
 from rag_pipeline.parsing import ParseOptions
 from rag_pipeline.parsing.pool import parse_in_workers, start_parser_server
 from rag_pipeline.stages import DocumentTask, StageFiles, element_from_row
 from rag_pipeline.store import VectorStore, open_vector_store
-from rag_pipeline.store.schema import DocumentFacts, IndexPoint, chunk_point, is_picture
+from rag_pipeline.store.schema import is_picture
 
 Metadata = dict[str, Any]
 
 logger = logging.getLogger(__name__)
 
 _PREVIEW_CHARS = 300
-
-
-@dataclass(frozen=True, slots=True)
-class VectorModels:
-    """The models whose ids key a point's vectors in the embedding cache."""
-
-    dense: str
-    sparse: str
-    image: str | None  # no image vectors when None
-
-    @classmethod
-    def of(cls, settings: Settings) -> VectorModels:
-        return cls(
-            dense=settings.embedding.dense_model,
-            sparse=settings.embedding.sparse_model_id,
-            image=clip_model_id(settings.images),
-        )
 
 
 def parse_options(settings: Settings) -> ParseOptions:
@@ -79,13 +58,6 @@ def parse_options(settings: Settings) -> ParseOptions:
         images=bool(images.clip_model or images.caption_model),
         min_image_side=images.min_side,
     )
-
-
-@dataclass(frozen=True, slots=True)
-class CheckOutcome:
-    passed: bool
-    failures: dict[str, str]  # doc id (or "*") → what is wrong
-    summary: Metadata
 
 
 def _progress(what: str, unit: str, every_seconds: float = 5.0) -> Callable[[int, int], None]:
@@ -107,8 +79,13 @@ class Indexer:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.catalog = Catalog(settings.home)
+        self.catalog = Catalog(settings)
         self.stages = StageFiles(settings.home)
+
+    @cached_property
+    def collection(self) -> CollectionRecord:
+        """The collection this run writes to (a new one is built when the models changed)."""
+        return target_collection(self.settings, self.catalog)
 
     @cached_property
     def dense(self) -> DenseEncoder:
@@ -132,28 +109,32 @@ class Indexer:
 
     @cached_property
     def store(self) -> VectorStore:
-        return open_vector_store(self.settings)
+        return open_vector_store(self.settings, self.collection.name)
 
     def close(self) -> None:
         for name in ("store", "cache"):
             if name in self.__dict__:
                 self.__dict__.pop(name).close()
+        self.catalog.close()
 
     # -- file_manifest -------------------------------------------------------------------------
 
-    def plan(self, doc_ids: Iterable[str], *, force: bool = False) -> dict[str, Metadata]:
+    def plan(
+        self, doc_ids: Iterable[str], *, force: bool = False, retry_failed: bool = False
+    ) -> dict[str, Metadata]:
         """Decide per document: index it, leave it (unchanged), or delete it (file gone)."""
-        known = self.catalog.documents()
+        known = self.catalog.documents(self.collection.name)
+        now = time.time()
         report: dict[str, Metadata] = {}
         for doc_id in doc_ids:
             record = known.get(doc_id)
             file = describe_file(self.settings, doc_id, record)
             if file is None:
                 task = DocumentTask(doc_id, "delete", None)
-            elif record and record.version == file.version and not force:
-                task = DocumentTask(doc_id, "unchanged", file)
-            else:
+            elif force or needs_indexing(record, file.version, retry_failed=retry_failed, now=now):
                 task = DocumentTask(doc_id, "index", file)
+            else:
+                task = DocumentTask(doc_id, "unchanged", file)
             self.stages.write_task(task)
             report[doc_id] = {"action": task.action}
             if file:
@@ -202,6 +183,7 @@ class Indexer:
         loading = self._load_models_in_background() if jobs else None
         for done, outcome in enumerate(outcomes, 1):
             progress(done, len(jobs))
+            fault_point("after-parse")
             self.stages.write_parsed(
                 outcome.key, versions[outcome.key], outcome.document, outcome.error
             )
@@ -354,7 +336,12 @@ class Indexer:
         }
         texts = {row["text_hash"]: row["text"] for rows in per_document.values() for row in rows}
         started = time.perf_counter()
-        embedded = ensure(texts, progress)
+
+        def progress_with_fault(done: int, total: int) -> None:
+            progress(done, total)
+            fault_point("mid-embedding")
+
+        embedded = ensure(texts, progress_with_fault)
         keys = {doc_id: [row["text_hash"] for row in rows] for doc_id, rows in per_document.items()}
         return _embedding_report(model_id, "chunks", keys, embedded, started)
 
@@ -383,177 +370,6 @@ class Indexer:
         }
         return _embedding_report(self.clip.model_id, "pictures", keys, embedded, started)
 
-    # -- qdrant_points -------------------------------------------------------------------------
-
-    def write_points(self, doc_ids: Iterable[str]) -> dict[str, Metadata]:
-        """Upsert each document's new version, delete its older ones, and commit the catalog."""
-        doc_ids = list(doc_ids)
-        store = self.store
-        store.ensure_collection(*vector_sizes(self.settings))
-        known = self.catalog.documents()
-        report: dict[str, Metadata] = {}
-        for doc_id in doc_ids:
-            task = self.stages.read_task(doc_id)
-            if task is None:
-                report[doc_id] = {"error": "not planned: materialize file_manifest first"}
-            elif task.action == "delete":
-                store.delete_document(doc_id)
-                self.catalog.remove_chunks(doc_id)
-                known.pop(doc_id, None)
-                self.stages.remove(doc_id)
-                report[doc_id] = {"state": "deleted"}
-            elif task.action == "unchanged":
-                report[doc_id] = {"state": known[doc_id].state if doc_id in known else "unknown"}
-            else:
-                known[doc_id] = self._write_document(task, known.get(doc_id))
-                record = known[doc_id]
-                report[doc_id] = {
-                    "state": record.state,
-                    "points": record.chunks if record.state == "indexed" else 0,
-                }
-                if record.error:
-                    report[doc_id]["error"] = record.error
-        self.catalog.write_documents(known.values())
-        return report
-
-    def _write_document(
-        self, task: DocumentTask, previous: DocumentRecord | None
-    ) -> DocumentRecord:
-        file = task.file
-        assert file is not None
-        stage = self.stages.read_chunks(task.doc_id)
-        record = DocumentRecord(
-            doc_id=task.doc_id,
-            source=file.source,
-            relative_path=file.relative_path,
-            file_type=file.file_type,
-            size=file.size,
-            mtime_ns=file.mtime_ns,
-            sha256=file.sha256,
-            version=file.version,
-            state="failed",
-            indexed_version=previous.indexed_version if previous else None,
-            title=previous.title if previous else None,
-            pages=previous.pages if previous else None,
-            chunks=previous.chunks if previous else 0,
-            tokens=previous.tokens if previous else 0,
-            updated_at=time.time(),
-        )
-        if stage is None or stage.version != file.version:
-            record.error = "no chunks of this version: materialize the chunks asset first"
-            return record
-        if stage.error:
-            record.error = stage.error
-            return record
-        rows = stage.rows
-        title = stage.meta.get("title") or file.path.stem
-        points = self.document_points(task, rows, title)
-        if len(points) < len(rows):
-            record.error = (
-                f"{len(rows) - len(points)} chunks have no vectors: "
-                "materialize the embedding assets first"
-            )
-            return record
-        # New version first, then the old ones: a crash in between leaves both versions, which
-        # the next run (seeing the catalog still on the old version) converges to the new one.
-        self.store.upsert(points)
-        self.store.delete_document(task.doc_id, keep_version=file.version)
-        self.catalog.write_chunks(task.doc_id, rows)
-        self.stages.keep_pictures(
-            task.doc_id, {row["image_file"] for row in rows if row["image_file"]}
-        )
-        record.state = "indexed"
-        record.indexed_version = file.version
-        record.error = None
-        record.title = title
-        record.pages = stage.meta.get("pages")
-        record.chunks = len(rows)
-        record.tokens = sum(row["token_count"] for row in rows)
-        return record
-
-    def document_points(
-        self, task: DocumentTask, rows: list[dict[str, Any]], title: str
-    ) -> list[IndexPoint]:
-        """Points for a document's chunks, vectors from the cache (chunks without one left out)."""
-        file = task.file
-        assert file is not None
-        facts = DocumentFacts(
-            doc_id=task.doc_id,
-            file_path=str(file.path),
-            file_type=file.file_type,
-            title=title,
-            version=file.version,
-            sha256=file.sha256,
-            mtime=file.mtime_ns / 1e9,
-        )
-        return points_from_cache(rows, facts, self.cache, VectorModels.of(self.settings))
-
-    # -- checks --------------------------------------------------------------------------------
-
-    def check_every_chunk_has_point(self, doc_ids: Iterable[str]) -> CheckOutcome:
-        known = self.catalog.documents()
-        indexed = [
-            doc_id for doc_id in doc_ids if doc_id in known and known[doc_id].state == "indexed"
-        ]
-        failures: dict[str, str] = {}
-        for doc_id in indexed:
-            points = self.store.count(doc_id)
-            if points != known[doc_id].chunks:
-                failures[doc_id] = f"{known[doc_id].chunks} chunks but {points} points"
-        return CheckOutcome(not failures, failures, {"documents_checked": len(indexed)})
-
-    def check_no_orphan_points(self) -> CheckOutcome:
-        known = self.catalog.documents()
-        live = {
-            doc_id: record.indexed_version
-            for doc_id, record in known.items()
-            if record.indexed_version
-        }
-        expected = sum(known[doc_id].chunks for doc_id in live)
-        points = self.store.count()
-        if points == expected:
-            # Each run checks its own documents' point counts (every_chunk_has_point), and only
-            # a run changes its documents' points: with equal totals no point can be an orphan.
-            # Only a mismatch is worth reading every point's owner (slow on a large index).
-            return CheckOutcome(True, {}, {"points": points})
-        failures: dict[str, str] = {}
-        owners = self.store.point_owners()
-        for doc_id, version in owners.values():
-            if live.get(doc_id) != version:
-                failures[doc_id] = (
-                    f"points of version {version} but the catalog has "
-                    f"{live.get(doc_id) or 'no indexed version'}"
-                )
-        return CheckOutcome(not failures, failures, {"points": len(owners)})
-
-    def check_vector_size(self) -> CheckOutcome:
-        dense, image = vector_sizes(self.settings)
-        stored_dense, stored_image = self.store.dense_size(), self.store.image_size()
-        failures: dict[str, str] = {}
-        if stored_dense not in (None, dense):
-            failures["*"] = f"text vectors are {stored_dense}-d, the model gives {dense}"
-        elif stored_dense is not None and stored_image != image:
-            failures["*"] = (
-                f"image vectors are {stored_image or 'absent'}, CLIP gives {image or 'none'}"
-            )
-        summary: Metadata = {"model": self.settings.embedding.dense_model, "dim": dense}
-        if image:
-            summary |= {"image_model": clip_model_id(self.settings.images), "image_dim": image}
-        return CheckOutcome(not failures, failures, summary)
-
-    def check_no_silent_empty(self, doc_ids: Iterable[str]) -> CheckOutcome:
-        known = self.catalog.documents()
-        failures: dict[str, str] = {}
-        for doc_id in doc_ids:
-            record = known.get(doc_id)
-            if record is None:
-                continue
-            if record.state == "indexed" and record.chunks == 0:
-                failures[doc_id] = "indexed with no chunks"
-            elif record.state == "failed" and not record.error:
-                failures[doc_id] = "failed without a reason"
-        return CheckOutcome(not failures, failures, {})
-
 
 def _embedding_report(
     model_id: str, unit: str, keys: dict[str, list[str]], embedded: set[str], started: float
@@ -579,42 +395,11 @@ def _embedding_report(
     return report
 
 
-def vector_sizes(settings: Settings) -> tuple[int, int | None]:
-    """(text vector size, image vector size or None): the collection's layout."""
-    return dense_model_dim(settings.embedding, settings.home), clip_dim(settings.images)
-
-
-def points_from_cache(
-    rows: list[dict[str, Any]],
-    facts: DocumentFacts,
-    cache: EmbeddingCache,
-    models: VectorModels,
-) -> list[IndexPoint]:
-    """A document's chunk rows as points, their vectors read from the embedding cache.
-
-    A chunk with text needs both text vectors, a picture its image vector when pictures have
-    vectors. Chunks missing one are left out (the caller compares the counts).
-    """
-    hashes = [row["text_hash"] for row in rows if row["text"]]
-    dense = cache.get_many(models.dense, hashes)
-    sparse = cache.get_many(models.sparse, hashes)
-    pictures = [row["image_sha256"] for row in rows if is_picture(row)]
-    images = cache.get_many(models.image, pictures) if models.image and pictures else {}
-    points: list[IndexPoint] = []
-    for row in rows:
-        text_hash = row["text_hash"]
-        has_text = bool(row["text"])
-        if has_text and not (text_hash in dense and text_hash in sparse):
-            continue
-        image = None
-        if is_picture(row) and models.image:
-            if row["image_sha256"] not in images:
-                continue
-            image = np.frombuffer(images[row["image_sha256"]], dtype=np.float32)
-        text_vectors = None
-        if has_text:
-            vector = SparseVector.from_bytes(sparse[text_hash])
-            text_vectors = (vector.indices, vector.values)
-        dense_vector = np.frombuffer(dense[text_hash], dtype=np.float32) if has_text else None
-        points.append(chunk_point(row, facts, dense_vector, text_vectors, image))
-    return points
+def target_collection(settings: Settings, catalog: Catalog) -> CollectionRecord:
+    """The collection runs write to for the configured models (recorded when new)."""
+    layout = VectorModels.of(settings).layout
+    return catalog.target_collection(
+        layout.collection_name(settings.store.collection),
+        layout.as_dict(),
+        settings.vector_models(),
+    )

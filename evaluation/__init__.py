@@ -1,0 +1,2 @@
+"""Offline evaluation: datasets indexed through the real pipeline, queried through the chat
+page's retrieval, scored."""

@@ -1,0 +1,313 @@
+"""The catalog: which version of each document is live in which collection, with its chunks.
+
+It is the index's source of truth. An indexing run writes a document's new points to the vector
+store first, then switches the document to its new version in one transaction here, then
+deletes the old points; retrieval keeps only points of the versions named live here. So a query
+never sees a half-written document or two versions of one, and whatever a crash interrupts, the
+``store_repairs`` rows written before the store was touched tell the next run what to tidy up.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import astuple
+from typing import Any
+
+from rag_pipeline.catalog.database import Executor, open_database
+from rag_pipeline.catalog.records import (
+    CHUNK_FIELDS,
+    DOCUMENT_FIELDS,
+    CollectionRecord,
+    DocumentRecord,
+    chunk_from_sql,
+    chunk_to_sql,
+    collection_from_sql,
+)
+from rag_pipeline.config import Settings
+from rag_pipeline.faults import fault_point
+
+logger = logging.getLogger(__name__)
+
+_IN_BATCH = 500  # values in one IN (...) list
+_INSERT_BATCH = 1000  # chunk rows per executemany
+
+_DOCUMENT_COLUMNS = ", ".join(DOCUMENT_FIELDS)
+_CHUNK_COLUMNS = ", ".join(CHUNK_FIELDS)
+_UPSERT_DOCUMENT = (
+    f"INSERT INTO documents (collection, {_DOCUMENT_COLUMNS}) "
+    f"VALUES (?, {', '.join('?' * len(DOCUMENT_FIELDS))}) "
+    "ON CONFLICT (collection, doc_id) DO UPDATE SET "
+    + ", ".join(f"{name} = excluded.{name}" for name in DOCUMENT_FIELDS if name != "doc_id")
+)
+_INSERT_CHUNK = (
+    f"INSERT INTO chunks (collection, {_CHUNK_COLUMNS}) "
+    f"VALUES (?, {', '.join('?' * len(CHUNK_FIELDS))})"
+)
+
+
+class Catalog:
+    def __init__(self, settings: Settings) -> None:
+        _forget_parquet_catalog(settings)
+        self.database = open_database(settings.catalog.url, settings.home)
+
+    def close(self) -> None:
+        self.database.close()
+
+    def __enter__(self) -> Catalog:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # -- collections ---------------------------------------------------------------------------
+
+    def collections(self) -> list[CollectionRecord]:
+        rows = self.database.rows(
+            "SELECT name, layout, models, state, created_at, live_at FROM collections "
+            "ORDER BY created_at"
+        )
+        return [collection_from_sql(row) for row in rows]
+
+    def live_collection(self) -> CollectionRecord | None:
+        return next((c for c in self.collections() if c.state == "live"), None)
+
+    def target_collection(
+        self, name: str, layout: dict[str, Any], models: dict[str, dict[str, Any]]
+    ) -> CollectionRecord:
+        """The collection runs write to for these models, recorded if new.
+
+        The first collection is live at once (there is nothing to keep answering meanwhile);
+        any later one is built beside the live one. A collection being built for models the
+        settings no longer name is retired.
+        """
+        current = next((c for c in self.collections() if c.name == name), None)
+        if current is not None and current.state != "retired":
+            return current  # the usual case: a read, which never waits for a writer
+        with self.database.transaction() as executor:
+            known = {
+                row[0]: collection_from_sql(row)
+                for row in executor.execute(
+                    "SELECT name, layout, models, state, created_at, live_at FROM collections"
+                )
+            }
+            current = known.get(name)
+            if current is not None and current.state != "retired":
+                return current
+            executor.execute(
+                "UPDATE collections SET state = 'retired' WHERE state = 'building' AND name <> ?",
+                (name,),
+            )
+            live = any(c.state == "live" and c.name != name for c in known.values())
+            now = time.time()
+            state = "building" if live else "live"
+            executor.execute(
+                "INSERT INTO collections (name, layout, models, state, created_at, live_at) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET state = excluded.state",
+                (
+                    name,
+                    json.dumps(layout, sort_keys=True),
+                    json.dumps(models, sort_keys=True),
+                    state,
+                    now,
+                    None if live else now,
+                ),
+            )
+        return CollectionRecord(name, layout, models, state, now, None if live else now)
+
+    def promote(self, name: str) -> None:
+        """Make ``name`` the live collection; the previous live one is retired."""
+        with self.database.transaction() as executor:
+            executor.execute("UPDATE collections SET state = 'retired' WHERE state = 'live'")
+            executor.execute(
+                "UPDATE collections SET state = 'live', live_at = ? WHERE name = ?",
+                (time.time(), name),
+            )
+
+    def forget_collection(self, name: str) -> None:
+        """Delete a collection's rows (once the store has dropped its points)."""
+        with self.database.transaction() as executor:
+            for table in ("chunks", "documents", "store_repairs"):
+                executor.execute(f"DELETE FROM {table} WHERE collection = ?", (name,))
+            executor.execute("DELETE FROM collections WHERE name = ?", (name,))
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def documents(self, collection: str) -> dict[str, DocumentRecord]:
+        rows = self.database.rows(
+            f"SELECT {_DOCUMENT_COLUMNS} FROM documents WHERE collection = ? ORDER BY doc_id",
+            (collection,),
+        )
+        return {row[0]: DocumentRecord(*row) for row in rows}
+
+    def document(self, collection: str, doc_id: str) -> DocumentRecord | None:
+        rows = self.database.rows(
+            f"SELECT {_DOCUMENT_COLUMNS} FROM documents WHERE collection = ? AND doc_id = ?",
+            (collection, doc_id),
+        )
+        return DocumentRecord(*rows[0]) if rows else None
+
+    def live_versions(self, collection: str, doc_ids: Iterable[str]) -> dict[str, str]:
+        """doc id → the version whose points may be returned, for the documents that have one."""
+        live: dict[str, str] = {}
+        for batch in _batches(list(dict.fromkeys(doc_ids)), _IN_BATCH):
+            rows = self.database.rows(
+                "SELECT doc_id, indexed_version FROM documents WHERE collection = ? "
+                f"AND indexed_version IS NOT NULL AND doc_id IN ({_marks(batch)})",
+                (collection, *batch),
+            )
+            live.update(rows)
+        return live
+
+    def chunks(self, collection: str, doc_id: str) -> list[dict[str, Any]]:
+        """The chunks of a document's indexed version, in order."""
+        rows = self.database.rows(
+            f"SELECT {_CHUNK_COLUMNS} FROM chunks WHERE collection = ? AND doc_id = ? "
+            "ORDER BY chunk_index",
+            (collection, doc_id),
+        )
+        return [chunk_from_sql(row) for row in rows]
+
+    def expected_points(self, collection: str) -> int:
+        """How many points the collection should hold: the indexed versions' chunks."""
+        rows = self.database.rows(
+            "SELECT COALESCE(SUM(chunks), 0) FROM documents "
+            "WHERE collection = ? AND indexed_version IS NOT NULL",
+            (collection,),
+        )
+        return int(rows[0][0])
+
+    def change_stamp(self, collection: str) -> tuple[Any, ...]:
+        """Changes whenever a document of the collection is committed, failed or deleted."""
+        return tuple(
+            self.database.rows(
+                "SELECT COUNT(*), MAX(updated_at) FROM documents WHERE collection = ?",
+                (collection,),
+            )[0]
+        )
+
+    def repairs(self, collection: str) -> list[str]:
+        """Documents whose points in ``collection`` may hold versions other than the live one."""
+        rows = self.database.rows(
+            "SELECT doc_id FROM store_repairs WHERE collection = ? ORDER BY doc_id", (collection,)
+        )
+        return [doc_id for (doc_id,) in rows]
+
+    # -- writing (each call one transaction) ---------------------------------------------------
+
+    def mark_for_repair(self, collection: str, doc_ids: Iterable[str]) -> None:
+        with self.database.transaction() as executor:
+            executor.execute_many(
+                "INSERT INTO store_repairs (collection, doc_id) VALUES (?, ?) "
+                "ON CONFLICT (collection, doc_id) DO NOTHING",
+                [(collection, doc_id) for doc_id in doc_ids],
+            )
+
+    def clear_repairs(self, collection: str, doc_ids: Sequence[str]) -> None:
+        with self.database.transaction() as executor:
+            for batch in _batches(list(doc_ids), _IN_BATCH):
+                executor.execute(
+                    "DELETE FROM store_repairs WHERE collection = ? "
+                    f"AND doc_id IN ({_marks(batch)})",
+                    (collection, *batch),
+                )
+
+    def commit_document(
+        self, collection: str, record: DocumentRecord, rows: Iterable[dict[str, Any]]
+    ) -> None:
+        """Make ``record`` (an indexed version) and its chunk ``rows`` live, in one transaction.
+
+        Call only once the version's points are durably in the store.
+        """
+        with self.database.transaction() as executor:
+            executor.execute(
+                "DELETE FROM chunks WHERE collection = ? AND doc_id = ?",
+                (collection, record.doc_id),
+            )
+            for batch in _batches(rows, _INSERT_BATCH):
+                executor.execute_many(
+                    _INSERT_CHUNK, [(collection, *chunk_to_sql(row)) for row in batch]
+                )
+            fault_point("inside-catalog-commit")
+            _upsert(executor, collection, record)
+
+    def record_document(self, collection: str, record: DocumentRecord) -> None:
+        """Update a document's row alone (a failure; its indexed version and chunks stay)."""
+        with self.database.transaction() as executor:
+            _upsert(executor, collection, record)
+
+    def flag_for_reindex(self, collection: str, reasons: dict[str, str]) -> None:
+        """Have the next run index these documents again whatever their version (and say why)."""
+        with self.database.transaction() as executor:
+            executor.execute_many(
+                "UPDATE documents SET reindex_reason = ? WHERE collection = ? AND doc_id = ?",
+                [(reason, collection, doc_id) for doc_id, reason in reasons.items()],
+            )
+
+    def delete_documents(self, doc_ids: Sequence[str]) -> dict[str, list[str]]:
+        """Forget documents in every collection; returns collection → the documents it held,
+        each marked for repair there (its points are to be deleted)."""
+        held: dict[str, list[str]] = {}
+        with self.database.transaction() as executor:
+            for batch in _batches(list(doc_ids), _IN_BATCH):
+                found = executor.execute(
+                    f"SELECT collection, doc_id FROM documents WHERE doc_id IN ({_marks(batch)})",
+                    batch,
+                )
+                for collection, doc_id in found:
+                    held.setdefault(collection, []).append(doc_id)
+                for table in ("documents", "chunks"):
+                    executor.execute(
+                        f"DELETE FROM {table} WHERE doc_id IN ({_marks(batch)})", batch
+                    )
+            executor.execute_many(
+                "INSERT INTO store_repairs (collection, doc_id) VALUES (?, ?) "
+                "ON CONFLICT (collection, doc_id) DO NOTHING",
+                [(collection, doc_id) for collection, docs in held.items() for doc_id in docs],
+            )
+        return held
+
+    # -- for the Parquet export ----------------------------------------------------------------
+
+    def chunk_rows(self, collection: str) -> Iterable[dict[str, Any]]:
+        """Every chunk of the collection, document by document, read a document at a time."""
+        for doc_id in self.documents(collection):
+            yield from self.chunks(collection, doc_id)
+
+
+def _upsert(executor: Executor, collection: str, record: DocumentRecord) -> None:
+    record.updated_at = time.time()
+    executor.execute(_UPSERT_DOCUMENT, (collection, *astuple(record)))
+
+
+def _marks(values: Sequence[Any]) -> str:
+    return ", ".join("?" * len(values))
+
+
+def _batches(values: Iterable[Any], size: int) -> Iterable[list[Any]]:
+    batch: list[Any] = []
+    for value in values:
+        batch.append(value)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _forget_parquet_catalog(settings: Settings) -> None:
+    """A home indexed before the catalog moved to SQLite is indexed afresh: drop the old files."""
+    old = settings.home / "catalog" / "documents.parquet"
+    if not old.exists():
+        return
+    logger.warning("this home was indexed by an earlier version of rag-pipeline: indexing it anew")
+    for folder in (
+        settings.home / "catalog" / "chunks",
+        settings.home / "qdrant" / settings.store.collection,
+        settings.home / "serving" / "replica" / settings.store.collection,
+    ):
+        shutil.rmtree(folder, ignore_errors=True)
+    old.unlink()

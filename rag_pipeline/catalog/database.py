@@ -1,0 +1,228 @@
+"""The catalog's database: SQLite under the home folder by default, PostgreSQL when configured.
+
+One schema for both, written in the SQL they share; statements use ``?`` placeholders, turned
+into psycopg2's ``%s`` for PostgreSQL. SQLite runs in WAL mode, so queries, the chat page and
+``status`` read while an indexing run writes, and see each transaction whole or not at all.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+SCHEMA_VERSION = "1"
+
+_TABLES = (
+    """CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS collections (
+        name TEXT PRIMARY KEY,
+        layout TEXT NOT NULL,
+        models TEXT NOT NULL,
+        state TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        live_at DOUBLE PRECISION
+    )""",
+    """CREATE TABLE IF NOT EXISTS documents (
+        collection TEXT NOT NULL,
+        doc_id TEXT NOT NULL,
+        source TEXT NOT NULL,
+        relative_path TEXT NOT NULL,
+        file_type TEXT NOT NULL,
+        size BIGINT NOT NULL,
+        mtime_ns BIGINT NOT NULL,
+        sha256 TEXT NOT NULL,
+        version TEXT NOT NULL,
+        state TEXT NOT NULL,
+        indexed_version TEXT,
+        error TEXT,
+        title TEXT,
+        pages BIGINT,
+        chunks BIGINT NOT NULL,
+        tokens BIGINT NOT NULL,
+        attempts BIGINT NOT NULL,
+        retry_at DOUBLE PRECISION,
+        reindex_reason TEXT,
+        updated_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (collection, doc_id)
+    )""",
+    """CREATE TABLE IF NOT EXISTS chunks (
+        collection TEXT NOT NULL,
+        chunk_id TEXT NOT NULL,
+        doc_id TEXT NOT NULL,
+        version TEXT NOT NULL,
+        chunk_index BIGINT NOT NULL,
+        text TEXT NOT NULL,
+        text_hash TEXT NOT NULL,
+        page_start BIGINT,
+        page_end BIGINT,
+        bboxes TEXT NOT NULL,
+        section TEXT NOT NULL,
+        token_count BIGINT NOT NULL,
+        lang TEXT,
+        kinds TEXT NOT NULL,
+        modality TEXT NOT NULL,
+        image_sha256 TEXT,
+        image_file TEXT,
+        phash TEXT,
+        PRIMARY KEY (collection, chunk_id)
+    )""",
+    """CREATE INDEX IF NOT EXISTS chunks_of_document
+        ON chunks (collection, doc_id, chunk_index)""",
+    # Documents whose points in a collection may differ from what the catalog names live there
+    # (a write under way, or interrupted): their other versions' points are deleted on repair.
+    """CREATE TABLE IF NOT EXISTS store_repairs (
+        collection TEXT NOT NULL,
+        doc_id TEXT NOT NULL,
+        PRIMARY KEY (collection, doc_id)
+    )""",
+)
+
+
+class Database(Protocol):
+    """What the catalog needs of a database connection."""
+
+    def rows(self, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """The rows a query returns (outside any transaction: a consistent snapshot)."""
+
+    @contextmanager
+    def transaction(self) -> Iterator[Executor]:
+        """A transaction: committed when the block ends, rolled back if it raises."""
+
+    def close(self) -> None: ...
+
+
+class Executor(Protocol):
+    def execute(self, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+
+    def execute_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
+
+
+def open_database(url: str | None, home: Path) -> Database:
+    """PostgreSQL when ``url`` names one, else SQLite at ``<home>/catalog/catalog.sqlite``."""
+    if url:
+        return PostgresDatabase(url)
+    return SqliteDatabase(home / "catalog" / "catalog.sqlite")
+
+
+class SqliteDatabase:
+    """One connection shared by the threads of a process, one statement at a time."""
+
+    META_EXISTS = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        # Autocommit: transactions are opened explicitly (BEGIN IMMEDIATE takes the write lock
+        # at once, so two writers wait for each other rather than fail half-way).
+        self._connection = sqlite3.connect(
+            path, timeout=60, isolation_level=None, check_same_thread=False
+        )
+        self._connection.execute("PRAGMA journal_mode=WAL")
+        # Durable against a killed process (what the fault suite proves); a power cut may lose
+        # the last transactions, never corrupt the file.
+        self._connection.execute("PRAGMA synchronous=NORMAL")
+        _ensure_schema(self)
+
+    def rows(self, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._connection.execute(sql, parameters).fetchall()
+
+    @contextmanager
+    def transaction(self) -> Iterator[Executor]:
+        with self._lock:
+            self._connection.execute("BEGIN IMMEDIATE")
+            try:
+                yield _SqliteExecutor(self._connection)
+            except BaseException:
+                self._connection.execute("ROLLBACK")
+                raise
+            self._connection.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            self._connection.close()
+
+
+class _SqliteExecutor:
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._connection = connection
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self._connection.execute(sql, parameters).fetchall()
+
+    def execute_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        self._connection.executemany(sql, rows)
+
+
+class PostgresDatabase:
+    META_EXISTS = (
+        "SELECT count(*) FROM information_schema.tables "
+        "WHERE table_name = 'meta' AND table_schema = current_schema()"
+    )
+
+    def __init__(self, url: str) -> None:
+        import psycopg2
+
+        self._lock = threading.RLock()
+        self._connection = psycopg2.connect(url)
+        _ensure_schema(self)
+
+    def rows(self, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock, self._connection.cursor() as cursor:
+            cursor.execute(_postgres(sql), parameters)
+            found = cursor.fetchall()
+            self._connection.rollback()  # end the read's snapshot
+            return found
+
+    @contextmanager
+    def transaction(self) -> Iterator[Executor]:
+        with self._lock, self._connection.cursor() as cursor:
+            try:
+                yield _PostgresExecutor(cursor)
+            except BaseException:
+                self._connection.rollback()
+                raise
+            self._connection.commit()
+
+    def close(self) -> None:
+        with self._lock:
+            self._connection.close()
+
+
+class _PostgresExecutor:
+    def __init__(self, cursor: Any) -> None:
+        self._cursor = cursor
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        self._cursor.execute(_postgres(sql), parameters)
+        return self._cursor.fetchall() if self._cursor.description else []
+
+    def execute_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        from psycopg2.extras import execute_batch
+
+        execute_batch(self._cursor, _postgres(sql), rows, page_size=500)
+
+
+def _postgres(sql: str) -> str:
+    return sql.replace("?", "%s")
+
+
+def _ensure_schema(database: SqliteDatabase | PostgresDatabase) -> None:
+    """Create the tables unless this schema version is there (reads first, which never wait)."""
+    has_meta = database.rows(database.META_EXISTS)[0][0]
+    if has_meta and database.rows("SELECT value FROM meta WHERE key = 'schema'") == [
+        (SCHEMA_VERSION,)
+    ]:
+        return
+    with database.transaction() as executor:
+        for statement in _TABLES:
+            executor.execute(statement)
+        executor.execute(
+            "INSERT INTO meta (key, value) VALUES ('schema', ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (SCHEMA_VERSION,),
+        )

@@ -1,0 +1,134 @@
+"""Whether the store holds exactly what the catalog says, and what to do when it does not.
+
+The Dagster asset checks run these after every run; every pass (CLI or sensor tick) verifies
+the store too, so that points lost after a run (a restored backup, a damaged disk) are found.
+What is wrong is flagged in the catalog for the next run to mend: a document missing points is
+indexed again, points of versions that are not live are deleted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from rag_pipeline.catalog import Catalog
+from rag_pipeline.config import Settings
+from rag_pipeline.embedding.image import clip_model_id
+from rag_pipeline.indexing.points import vector_sizes
+from rag_pipeline.indexing.run import Indexer, Metadata
+from rag_pipeline.store import VectorStore, open_vector_store
+
+
+@dataclass(frozen=True, slots=True)
+class CheckOutcome:
+    passed: bool
+    failures: dict[str, str]  # doc id (or "*") → what is wrong
+    summary: Metadata
+
+
+@dataclass(frozen=True, slots=True)
+class StoreVerification:
+    points: int
+    expected: int
+    missing: dict[str, str]  # documents short of points (or with too many) → what is wrong
+    orphans: dict[str, str]  # documents with points of a version that is not live → which
+
+
+def verify_store(
+    catalog: Catalog, store: VectorStore, collection: str, doc_ids: Iterable[str] = ()
+) -> StoreVerification:
+    """Compare the store's points with the catalog, and flag what is wrong for repair.
+
+    Equal totals and exact counts for ``doc_ids`` (a run's own documents) are taken as proof:
+    only a mismatch is worth reading every point's owner, which is slow on a large index.
+    """
+    expected, points = catalog.expected_points(collection), store.count()
+    if points == expected:
+        live = catalog.live_versions(collection, doc_ids)
+        records = catalog.documents(collection) if live else {}
+        if all(store.count(doc_id) == records[doc_id].chunks for doc_id in live):
+            return StoreVerification(points, expected, {}, {})
+    records = catalog.documents(collection)
+    owners = Counter(store.point_owners().values())  # (doc id, version) → points
+    missing: dict[str, str] = {}
+    orphans: dict[str, str] = {}
+    for doc_id, record in records.items():
+        if record.indexed_version is None:
+            continue
+        found = owners.get((doc_id, record.indexed_version), 0)
+        if found != record.chunks:
+            missing[doc_id] = f"{record.chunks} chunks but {found} points"
+    for doc_id, version in owners:
+        record = records.get(doc_id)
+        if record is None or record.indexed_version != version:
+            live_version = record.indexed_version if record else None
+            orphans[doc_id] = (
+                f"points of version {version} but the catalog has "
+                f"{live_version or 'no indexed version'}"
+            )
+    if missing:
+        catalog.flag_for_reindex(
+            collection, {doc_id: f"the store had {problem}" for doc_id, problem in missing.items()}
+        )
+    if orphans:
+        catalog.mark_for_repair(collection, orphans)
+    return StoreVerification(points, expected, missing, orphans)
+
+
+def run_checks(indexer: Indexer, doc_ids: list[str]) -> dict[str, CheckOutcome]:
+    """The outcome of each of ``qdrant_points``' asset checks after a run over ``doc_ids``."""
+    collection = indexer.collection.name
+    verification = verify_store(indexer.catalog, indexer.store, collection, doc_ids)
+    totals = {"points": verification.points, "expected_points": verification.expected}
+    return {
+        "every_chunk_has_point": CheckOutcome(
+            not verification.missing, verification.missing, totals
+        ),
+        "no_orphan_points": CheckOutcome(not verification.orphans, verification.orphans, totals),
+        "vector_size_matches_model": _check_vector_size(indexer),
+        "no_document_silently_empty": _check_no_silent_empty(indexer, doc_ids),
+    }
+
+
+def _check_vector_size(indexer: Indexer) -> CheckOutcome:
+    settings = indexer.settings
+    dense, image = vector_sizes(settings)
+    stored_dense, stored_image = indexer.store.dense_size(), indexer.store.image_size()
+    failures: dict[str, str] = {}
+    if stored_dense not in (None, dense):
+        failures["*"] = f"text vectors are {stored_dense}-d, the model gives {dense}"
+    elif stored_dense is not None and stored_image != image:
+        failures["*"] = (
+            f"image vectors are {stored_image or 'absent'}, CLIP gives {image or 'none'}"
+        )
+    summary: Metadata = {"model": settings.embedding.dense_model, "dim": dense}
+    if image:
+        summary |= {"image_model": clip_model_id(settings.images), "image_dim": image}
+    return CheckOutcome(not failures, failures, summary)
+
+
+def _check_no_silent_empty(indexer: Indexer, doc_ids: list[str]) -> CheckOutcome:
+    known = indexer.catalog.documents(indexer.collection.name)
+    failures: dict[str, str] = {}
+    for doc_id in doc_ids:
+        record = known.get(doc_id)
+        if record is None:
+            continue
+        if record.state == "indexed" and record.chunks == 0:
+            failures[doc_id] = "indexed with no chunks"
+        elif record.state == "failed" and not record.error:
+            failures[doc_id] = "failed without a reason"
+    return CheckOutcome(not failures, failures, {})
+
+
+def verify_collections(settings: Settings, catalog: Catalog) -> None:
+    """Verify the live collection and the one being built, if any (see :func:`verify_store`)."""
+    for collection in catalog.collections():
+        if collection.state == "retired":
+            continue
+        store = open_vector_store(settings, collection.name)
+        try:
+            verify_store(catalog, store, collection.name)
+        finally:
+            store.close()

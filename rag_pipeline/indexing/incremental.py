@@ -1,0 +1,101 @@
+"""One incremental pass over the watched folders: what the CLI's ``index`` and ``eval`` run.
+
+It first mends what an interrupted run or a damaged store left (``commit.repair_pending``,
+``checks.verify_collections``), then finds what changed without Dagster, and only when something
+did runs it as one Dagster run in this process (Dagster takes over a second to import and
+open; an unchanged re-run needs none of it).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from rag_pipeline.catalog import Catalog
+from rag_pipeline.config import Settings
+from rag_pipeline.indexing.checks import verify_collections
+from rag_pipeline.indexing.commit import finish_collections, repair_pending
+from rag_pipeline.indexing.run import target_collection
+from rag_pipeline.locking import index_lock
+from rag_pipeline.manifest import ManifestDiff, find_changes
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexOutcome:
+    diff: ManifestDiff
+    succeeded: bool  # False when the Dagster run failed (what it committed stays committed)
+    failed: dict[str, str]  # documents of this run that could not be indexed → why
+    seconds: float
+
+
+def index_once(
+    settings: Settings, *, retry_failed: bool = False, verbose: bool = False, trigger: str = "cli"
+) -> IndexOutcome:
+    """Index what changed, holding the home's indexing lock throughout."""
+    started = time.perf_counter()
+    with index_lock(settings.home), Catalog(settings) as catalog:
+        diff = find_work(settings, catalog, retry_failed=retry_failed)
+        succeeded = True
+        if diff.to_process:
+            succeeded = _run(
+                settings, diff, retry_failed=retry_failed, verbose=verbose, trigger=trigger
+            )
+        else:
+            finish_collections(settings, catalog)  # a build whose last run died before its end
+        records = catalog.documents(target_collection(settings, catalog).name)
+    failed = {
+        doc_id: records[doc_id].error or "unknown reason"
+        for doc_id in [*diff.new, *diff.changed]
+        if doc_id in records and records[doc_id].state == "failed"
+    }
+    return IndexOutcome(diff, succeeded, failed, time.perf_counter() - started)
+
+
+def find_work(settings: Settings, catalog: Catalog, *, retry_failed: bool = False) -> ManifestDiff:
+    """Mend what interrupted runs and damaged stores left, then find what changed.
+
+    Call it holding the home's indexing lock: repairs must not meet a run's writes.
+    """
+    target = target_collection(settings, catalog)
+    repair_pending(settings, catalog)
+    verify_collections(settings, catalog)
+    diff = find_changes(settings, catalog, target.name, retry_failed=retry_failed)
+    for folder in diff.missing_sources:
+        logger.warning("watched folder %s is missing; its documents are kept", folder)
+    return diff
+
+
+def _run(
+    settings: Settings, diff: ManifestDiff, *, retry_failed: bool, verbose: bool, trigger: str
+) -> bool:
+    """One Dagster run over the diff's documents, in this process; whether it succeeded."""
+    from rag_pipeline.definitions import defs
+    from rag_pipeline.defs.instance import get_instance
+    from rag_pipeline.defs.partitions import remove_partitions
+    from rag_pipeline.defs.runs import TRIGGER_TAG, index_documents_job, plan_index_run
+
+    logger.info(
+        "indexing %d new, %d changed and %d deleted documents (%d in the watched folders)",
+        len(diff.new),
+        len(diff.changed),
+        len(diff.deleted),
+        len(diff.files),
+    )
+    with get_instance(settings) as instance:
+        planned = plan_index_run(instance, diff)
+        level = "DEBUG" if verbose else "ERROR"
+        result = defs.resolve_job_def(index_documents_job.name).execute_in_process(
+            instance=instance,
+            run_config=planned.run_config(settings, retry_failed=retry_failed)
+            | {"loggers": {"console": {"config": {"log_level": level}}}},
+            tags={**planned.tags, TRIGGER_TAG: trigger},
+            raise_on_error=False,
+        )
+        if result.success:
+            remove_partitions(instance, diff.deleted)
+        else:
+            logger.error("the Dagster run %s failed; see `rag-pipeline ui`", result.run_id)
+        return result.success

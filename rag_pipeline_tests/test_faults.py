@@ -1,0 +1,225 @@
+"""Indexing runs killed for real (SIGKILL at named points), with readers running throughout.
+
+Each test copies an indexed home, edits, adds and deletes files, and runs ``rag-pipeline index``
+in a process that kills itself at one point (``rag_pipeline.faults``). Meanwhile CLI queries
+run in a loop, the chat page's replica refreshes, and a second ``index`` waits for the lock.
+After the kill: no answer ever held two versions of a document; once another run has gone
+through, every document has exactly its live version's chunks and points, deleted files are
+gone, and status agrees with search.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rag_pipeline import ids
+from rag_pipeline.catalog import Catalog
+from rag_pipeline.config import load_settings
+from rag_pipeline.faults import FAULT_ENV
+from rag_pipeline.locking import index_lock_path, is_locked
+from rag_pipeline_tests.index_state import inconsistencies, live_records
+from serving.replica import EmbeddedReplica
+from serving.retrieval import Retriever
+
+# Every point a run passes when it indexes edited and new files and deletes one.
+FAULT_POINTS = [
+    "after-parse",
+    "mid-embedding",
+    "after-catalog-delete",
+    "after-upsert",
+    "before-commit",
+    "inside-catalog-commit",
+    "after-commit",
+    "after-delete",
+]
+_CLI = [sys.executable, "-m", "rag_pipeline.cli"]
+
+
+def _note(number: int, edition: int = 0) -> str:
+    return (
+        f"# Note {number}\n\nThe marker word is zeta{number}x{edition}. "
+        f"Note {number} describes river number {number} and its bridges.\n"
+    )
+
+
+def _cli(*args: str | Path, fault: str | None = None) -> subprocess.CompletedProcess[str]:
+    environment = {key: value for key, value in os.environ.items() if key != FAULT_ENV}
+    if fault:
+        environment[FAULT_ENV] = fault
+    return subprocess.run(
+        [*_CLI, *map(str, args)], capture_output=True, text=True, env=environment, timeout=600
+    )
+
+
+@pytest.fixture(scope="module")
+def indexed_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("faults")
+    notes = root / "notes"
+    notes.mkdir()
+    for number in range(6):
+        (notes / f"note-{number}.md").write_text(_note(number), encoding="utf-8")
+    result = _cli("index", "--home", root / "home", "--source", notes)
+    assert result.returncode == 0, result.stderr
+    return root
+
+
+@pytest.fixture
+def workspace(indexed_template: Path, tmp_path: Path) -> Path:
+    """A copy of the indexed home and its folder (the settings name the folder's new place)."""
+    shutil.copytree(indexed_template / "notes", tmp_path / "notes")
+    shutil.copytree(indexed_template / "home", tmp_path / "home")
+    settings = json.loads((tmp_path / "home" / "settings.json").read_text())
+    settings["sources"] = [str(tmp_path / "notes")]
+    (tmp_path / "home" / "settings.json").write_text(json.dumps(settings))
+    # Dagster's instance keeps absolute paths: the copy gets one of its own.
+    shutil.rmtree(tmp_path / "home" / "dagster")
+    return tmp_path
+
+
+class _Readers:
+    """CLI queries in a loop, and the chat page's replica answering and refreshing."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.answers: list[list[dict]] = []
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._cli_queries, daemon=True),
+            threading.Thread(target=self._page, daemon=True),
+        ]
+
+    def __enter__(self) -> _Readers:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=120)
+
+    def _cli_queries(self) -> None:
+        while not self._stop.is_set():
+            result = _cli("query", "river bridges marker word", "--home", self.home, "--json")
+            if result.returncode == 0:
+                self.answers.append(json.loads(result.stdout))
+            elif "open in another process" not in result.stderr:
+                self.errors.append(result.stderr[-500:])
+
+    def _page(self) -> None:
+        settings = load_settings(self.home)
+        with Catalog(settings) as catalog:
+            replica = EmbeddedReplica(settings, catalog)
+            try:
+                retriever = Retriever(settings, replica)
+                while not self._stop.wait(0.2):
+                    replica.refresh()
+                    retrieval = retriever.retrieve("river bridges marker word", top_k=20)
+                    self.answers.append([passage.as_hit() for passage in retrieval.passages])
+            except Exception as error:  # reported by the test, not lost in a thread
+                self.errors.append(repr(error))
+            finally:
+                replica.close()
+
+
+def _versions_per_document(answer: list[dict]) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for hit in answer:
+        doc_id, version, _ = ids.parse_chunk_id(hit["chunk_id"])
+        found.setdefault(doc_id, set()).add(version)
+    return found
+
+
+def _edit(notes: Path) -> dict[str, str]:
+    """Two notes edited, one added, one deleted; returns doc id → text of what is on disk."""
+    (notes / "note-1.md").write_text(_note(1, edition=1), encoding="utf-8")
+    (notes / "note-2.md").write_text(_note(2, edition=1), encoding="utf-8")
+    (notes / "note-9.md").write_text(_note(9), encoding="utf-8")
+    (notes / "note-4.md").unlink()
+    return {f"notes/{path.name}": path.read_text() for path in sorted(notes.glob("*.md"))}
+
+
+@pytest.mark.parametrize("point", FAULT_POINTS)
+def test_a_run_killed_at_any_point_leaves_a_whole_index_and_the_next_run_converges(
+    workspace: Path, point: str
+) -> None:
+    home, notes = workspace / "home", workspace / "notes"
+    on_disk = _edit(notes)
+    with _Readers(home) as readers:
+        killed = subprocess.Popen(
+            [*_CLI, "index", "--home", str(home)], env={**os.environ, FAULT_ENV: point}
+        )
+        second = None
+        try:
+            while not is_locked(index_lock_path(home)) and killed.poll() is None:
+                time.sleep(0.05)  # the second attempt comes once the first one holds the lock
+            second = subprocess.Popen(
+                [*_CLI, "index", "--home", str(home)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env={key: value for key, value in os.environ.items() if key != FAULT_ENV},
+            )
+            assert killed.wait(timeout=600) == -9, f"the run never reached {point}"
+            _, err = second.communicate(timeout=600)
+            assert second.returncode == 0, err
+        finally:
+            for process in (killed, second):
+                if process is not None and process.poll() is None:
+                    process.kill()
+    assert readers.errors == []
+    assert len(readers.answers) > 0
+    for answer in readers.answers:
+        doubled = {doc: v for doc, v in _versions_per_document(answer).items() if len(v) > 1}
+        assert not doubled, f"an answer held two versions: {doubled}"
+
+    assert _cli("index", "--home", home).returncode == 0
+    assert inconsistencies(home, on_disk) == []
+    records = live_records(home)
+    assert {doc_id for doc_id, r in records.items() if r.state == "indexed"} == set(on_disk)
+    for doc_id, text in on_disk.items():  # status agrees with search
+        marker = text.split("marker word is ")[1].split(".")[0]
+        hits = json.loads(_cli("query", marker, "--home", home, "--json", "--top-k", "1").stdout)
+        assert hits[0]["doc_id"] == doc_id and marker in hits[0]["text"]
+
+
+def test_a_collection_for_new_models_is_built_beside_the_live_one_which_answers_meanwhile(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = workspace / "home"
+    before = {doc_id: r.indexed_version for doc_id, r in live_records(home).items()}
+    # Another BM25 length is another sparse model: a new collection (and new versions).
+    monkeypatch.setenv("RAG_PIPELINE_EMBEDDING__BM25_AVG_LEN", "60")
+    assert _cli("index", "--home", home, fault="after-commit:3").returncode == -9
+    status = _cli("status", "--home", home).stdout
+    assert "being built (3 of 6 documents so far)" in status
+    assert {doc_id: r.indexed_version for doc_id, r in live_records(home).items()} == before
+    monkeypatch.delenv("RAG_PIPELINE_EMBEDDING__BM25_AVG_LEN")
+    hits = json.loads(_cli("query", "zeta3x0", "--home", home, "--json").stdout)
+    assert hits[0]["doc_id"] == "notes/note-3.md"  # the old collection, with its own models
+
+    monkeypatch.setenv("RAG_PIPELINE_EMBEDDING__BM25_AVG_LEN", "60")
+    result = _cli("index", "--home", home)
+    assert "changed 3, unchanged 3" in result.stdout, result.stdout
+    after = live_records(home)
+    assert set(after) == set(before) and all(after[d].indexed_version != before[d] for d in before)
+    assert "being built" not in _cli("status", "--home", home).stdout
+    assert len(list((home / "qdrant").iterdir())) == 2  # the new shard and its lock; old gone
+    assert inconsistencies(home) == []
+
+
+@pytest.fixture(autouse=True)
+def _no_fault_leaks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv(FAULT_ENV, raising=False)
+    yield
