@@ -57,6 +57,9 @@ class IndexingSettings(BaseModel):
     retry_max_seconds: float = Field(
         3600.0, gt=0, description="The longest wait between two tries of a failed document."
     )
+    sensor_seconds: int = Field(
+        30, ge=1, description="How often Dagster's sensor scans the watched folders."
+    )
 
     def retry_delay(self, attempts: int) -> float:
         """Seconds until a document that failed ``attempts`` times in a row is tried again."""

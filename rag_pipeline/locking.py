@@ -61,6 +61,13 @@ class FileLock:
                 self._descriptor = descriptor
                 return True
 
+    def describe_holder(self, text: str) -> None:
+        """Write who holds the lock into its file (read by :func:`last_holder`)."""
+        if self._descriptor is None:
+            raise RuntimeError("describe_holder() without holding the lock")
+        os.ftruncate(self._descriptor, 0)
+        os.pwrite(self._descriptor, text.encode(), 0)
+
     def release(self) -> None:
         if self._descriptor is not None:
             fcntl.flock(self._descriptor, fcntl.LOCK_UN)
@@ -92,7 +99,8 @@ def index_lock_path(home: Path) -> Path:
 
 
 @contextmanager
-def index_lock(home: Path, *, timeout_seconds: float = 3600.0) -> Iterator[None]:
+def index_lock(home: Path, *, timeout_seconds: float = 3600.0, holder: str = "") -> Iterator[None]:
+    """Hold the home's indexing lock; ``holder`` (a Dagster run id) is written into it."""
     path = index_lock_path(home)
     with _guard:
         lock, depth = _held.get(path, (None, 0))
@@ -107,6 +115,8 @@ def index_lock(home: Path, *, timeout_seconds: float = 3600.0) -> Iterator[None]
             )
         with _guard:
             _held[path] = (lock, 1)
+    if holder:
+        lock.describe_holder(holder)
     try:
         yield
     finally:
@@ -117,3 +127,16 @@ def index_lock(home: Path, *, timeout_seconds: float = 3600.0) -> Iterator[None]
             else:
                 del _held[path]
                 lock.release()
+
+
+def index_is_running(home: Path) -> bool:
+    """Whether another process, or another thread here, is indexing this home right now."""
+    return is_locked(index_lock_path(home))
+
+
+def last_holder(home: Path) -> str:
+    """What the current or last holder of the home's indexing lock said it was."""
+    try:
+        return index_lock_path(home).read_text()
+    except OSError:
+        return ""

@@ -353,3 +353,41 @@ def test_a_failed_run_says_so_and_the_next_run_picks_its_documents_up(
     assert "the rest of the 5 documents is retried" in result.out
     monkeypatch.undo()
     assert "added 5" in cli("index", "--home", home).out  # the next run picks them all up
+
+
+def test_an_exact_identifier_found_in_one_chunk_comes_first(
+    cli: Cli, home: Path, source: Path
+) -> None:
+    for number in range(40):
+        code = " The failing part is PX-7731-Q." if number == 23 else ""
+        (source / f"ticket-{number}.md").write_text(
+            f"# Ticket {number}\n\nThe pump at station {number} stopped after a pressure drop; "
+            f"the crew replaced a seal and restarted it.{code}\n",
+            encoding="utf-8",
+        )
+    cli("index", "--home", home, "--source", source)
+    assert _query(cli, home, "PX-7731-Q")[0]["doc_id"] == "docs/ticket-23.md"
+
+
+def test_folders_given_to_index_are_added_and_only_an_explicit_remove_drops_one(
+    cli: Cli, home: Path, tmp_path: Path
+) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder in (first, second):
+        folder.mkdir()
+        (folder / f"{folder.name}.md").write_text(f"# {folder.name}\n\nText.", encoding="utf-8")
+    cli("index", "--home", home, "--source", first)
+    result = cli("index", "--home", home, "--source", second)
+    assert "added 1, changed 0, unchanged 1, deleted 0" in result.out
+    listed = cli("sources", "--home", home).out.split()
+    assert listed == [str(first), str(second)]
+    first.rename(tmp_path / "unmounted")  # a missing folder keeps its documents
+    assert "deleted 0" in cli("index", "--home", home).out
+    assert "(missing: its documents are kept)" in cli("sources", "--home", home).out
+    (tmp_path / "unmounted").rename(first)
+    removed = cli("sources", "remove", first, "--home", home)
+    assert removed.code == 0 and "leave the index" in removed.out
+    assert "deleted 1" in cli("index", "--home", home).out
+    assert set(_status(cli, home)) == {"second/second.md"}
+    assert cli("sources", "remove", first, "--home", home).code == 2  # not watched any more
+    assert cli("sources", "add", tmp_path / "nowhere", "--home", home).code == 2

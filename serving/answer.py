@@ -117,6 +117,12 @@ def nothing_found(question: str, retrieval: Retrieval) -> str:
     return f"{words['nothing']}\n\n{words['searched']}: “{retrieval.query}”, {filters}."
 
 
+def quoted(text: str) -> str:
+    """A source's text with its own bracketed numbers ("as shown in [2]") in full-width
+    brackets, so that only markers an answer adds itself cite passages."""
+    return _MARKER.sub(lambda match: f"［{match.group(1)}］", text)
+
+
 class CitationFilter:
     """Keeps the markers [n] and [n, m] that point to a passage, drops the rest, as text streams.
 
@@ -196,7 +202,7 @@ class ExtractiveAnswerer:
         chosen.sort(key=lambda item: (item[1], item[2]))  # reading order: passage, position
         yield phrases(question)["lead"] + "\n\n"
         for _, number, _, sentence in chosen:
-            yield f"- {sentence} [{number}]\n"
+            yield f"- {quoted(sentence)} [{number}]\n"
 
 
 _ENDS_SENTENCE = re.compile(r"[.!?。！？；…:：)）\]」』\"”’']$")
@@ -227,7 +233,7 @@ def build_messages(
         f"Answer in {language}."
     )
     listed = "\n\n".join(
-        f"[{number}] {_source_line(passage)}\n{passage.text}"
+        f"[{number}] {_source_line(passage)}\n{quoted(passage.text)}"
         for number, passage in enumerate(passages, 1)
     )
     return [

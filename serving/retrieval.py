@@ -157,13 +157,21 @@ def fuse(nearest: NearestHits, settings: RetrievalSettings) -> list[Candidate]:
             setattr(candidate, f"{kind}_rank", rank)
             setattr(candidate, f"{kind}_score", hit.score)
             candidate.fused_score += weights[kind] * contribution[hit.point_id]
-    # Equal fused scores (DBSF clips the best to 1.0; a weight of 0 zeroes a ranking) keep the
-    # order of the ranking that weighs more.
+    # Equal fused scores (DBSF clips the best to 1.0; a weight of 0 zeroes a ranking): first
+    # what more weighted rankings found, then the order of the ranking that weighs more.
     unranked = 1 << 30
     order = sorted(_RANKINGS, key=lambda kind: -weights[kind])
+
+    def evidence(candidate: Candidate) -> int:
+        return sum(1 for kind in order if weights[kind] and getattr(candidate, f"{kind}_rank"))
+
     return sorted(
         candidates.values(),
-        key=lambda c: (-c.fused_score, *(getattr(c, f"{kind}_rank") or unranked for kind in order)),
+        key=lambda c: (
+            -c.fused_score,
+            -evidence(c),
+            *(getattr(c, f"{kind}_rank") or unranked for kind in order),
+        ),
     )
 
 
@@ -175,14 +183,17 @@ def _contributions(hits: list[Hit], settings: RetrievalSettings) -> dict[str, fl
     if not scores:
         return {}
     if settings.fusion == "minmax":
-        low, high, flat = min(scores), max(scores), 1.0
+        low, high = min(scores), max(scores)
     else:  # dbsf as Qdrant computes it: mean ± 3 sample standard deviations span [0, 1]
         mean = statistics.fmean(scores)
         spread = statistics.stdev(scores) if len(scores) > 1 else 0.0
-        low, high, flat = mean - 3 * spread, mean + 3 * spread, 0.5
+        low, high = mean - 3 * spread, mean + 3 * spread
     width = high - low
+    # A ranking of one hit, or of equal scores, has no spread to normalise by: each of its hits
+    # is as good as its best. (Qdrant's DBSF gives them 0.5, so that an identifier found in one
+    # chunk alone lost to the dense ranking's top, whatever the keywords said.)
     return {
-        hit.point_id: flat if width <= 0 else min(max((hit.score - low) / width, 0.0), 1.0)
+        hit.point_id: 1.0 if width <= 0 else min(max((hit.score - low) / width, 0.0), 1.0)
         for hit in hits
     }
 

@@ -40,6 +40,9 @@ def instance_config(settings: Settings) -> dict[str, Any]:
         "python_logs": {"managed_python_loggers": ["rag_pipeline"], "python_log_level": "INFO"},
         # One indexing run at a time; the per-home file lock also covers CLI runs.
         "concurrency": {"runs": {"max_concurrent_runs": 1}},
+        # Fails runs stuck starting, and runs whose worker died where the run launcher can
+        # tell (Docker, Kubernetes); local processes are covered by runs.fail_abandoned_runs.
+        "run_monitoring": {"enabled": True, "start_timeout_seconds": 180},
     }
     if settings.dagster.postgres_url:
         config["storage"] = {

@@ -25,7 +25,7 @@ class IndexingResource(ConfigurableResource):
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         settings = self.settings()
-        self._exit_stack.enter_context(index_lock(settings.home))
+        self._exit_stack.enter_context(index_lock(settings.home, holder=context.run_id))
         self._indexer = Indexer(settings)
         self._exit_stack.callback(self._indexer.close)
 

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dagster import AssetSelection, define_asset_job, in_process_executor
+from dagster import (
+    AssetSelection,
+    DagsterRunStatus,
+    RunsFilter,
+    define_asset_job,
+    in_process_executor,
+)
 
 from rag_pipeline.config import Settings
 from rag_pipeline.defs.assets import document_assets
 from rag_pipeline.defs.partitions import arrange_partitions
+from rag_pipeline.locking import index_is_running, last_holder
 from rag_pipeline.manifest import ManifestDiff
 
 if TYPE_CHECKING:
@@ -44,3 +53,38 @@ def plan_index_run(instance: DagsterInstance, diff: ManifestDiff) -> PlannedRun:
     """Sync the partitions with the documents, and range the ones to (re)index."""
     tags = arrange_partitions(instance, diff.to_process, diff.documents)
     return PlannedRun(diff=diff, tags=tags)
+
+
+# A run takes the indexing lock within seconds of starting (its resource does, before any
+# step): a started run that has not taken it after this long, with the lock free, is gone.
+_LOCK_TAKEN_WITHIN_SECONDS = 120.0
+
+
+def fail_abandoned_runs(instance: DagsterInstance, home: Path) -> list[str]:
+    """Mark failed the indexing runs that Dagster still calls started but whose process died
+    (killed, out of memory, a machine restart): the indexing lock they took is free.
+
+    Dagster's own run monitoring cannot tell for runs launched in a local process
+    (``DefaultRunLauncher`` has no worker health check) nor for the CLI's in-process runs; a run
+    left started would make the sensor skip every tick. What such a run committed stays; the
+    rest is found changed and indexed again by the next run.
+    """
+    if index_is_running(home):
+        return []
+    holder = last_holder(home)
+    abandoned = []
+    for record in instance.get_run_records(
+        RunsFilter(job_name=index_documents_job.name, statuses=[DagsterRunStatus.STARTED])
+    ):
+        started = record.start_time or record.create_timestamp.timestamp()
+        if (
+            holder == record.dagster_run.run_id
+            or time.time() - started > _LOCK_TAKEN_WITHIN_SECONDS
+        ):
+            instance.report_run_failed(
+                record.dagster_run,
+                "the run's process ended without finishing (killed?): what it committed stays, "
+                "the next run indexes the rest",
+            )
+            abandoned.append(record.dagster_run.run_id)
+    return abandoned

@@ -18,7 +18,12 @@ from dagster import (
 
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import load_settings
-from rag_pipeline.defs.runs import TRIGGER_TAG, index_documents_job, plan_index_run
+from rag_pipeline.defs.runs import (
+    TRIGGER_TAG,
+    fail_abandoned_runs,
+    index_documents_job,
+    plan_index_run,
+)
 from rag_pipeline.indexing.incremental import find_work
 from rag_pipeline.locking import LockTimeout, index_lock
 
@@ -32,6 +37,7 @@ _ACTIVE = [
 
 def _index_run_request(instance: DagsterInstance, trigger: str) -> RunRequest | SkipReason:
     settings = load_settings()
+    fail_abandoned_runs(instance, settings.home)
     active = instance.get_runs(
         RunsFilter(job_name=index_documents_job.name, statuses=_ACTIVE), limit=1
     )
@@ -55,7 +61,8 @@ def _index_run_request(instance: DagsterInstance, trigger: str) -> RunRequest | 
 
 @sensor(
     job=index_documents_job,
-    minimum_interval_seconds=30,
+    # Read when the code location loads (RAG_PIPELINE_INDEXING__SENSOR_SECONDS).
+    minimum_interval_seconds=load_settings().indexing.sensor_seconds,
     default_status=DefaultSensorStatus.RUNNING,
     description="Scans the watched folders and requests one run for all new, changed and "
     "deleted documents.",

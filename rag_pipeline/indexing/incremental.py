@@ -75,7 +75,12 @@ def _run(
     from rag_pipeline.definitions import defs
     from rag_pipeline.defs.instance import get_instance
     from rag_pipeline.defs.partitions import remove_partitions
-    from rag_pipeline.defs.runs import TRIGGER_TAG, index_documents_job, plan_index_run
+    from rag_pipeline.defs.runs import (
+        TRIGGER_TAG,
+        fail_abandoned_runs,
+        index_documents_job,
+        plan_index_run,
+    )
 
     logger.info(
         "indexing %d new, %d changed and %d deleted documents (%d in the watched folders)",
@@ -85,6 +90,7 @@ def _run(
         len(diff.files),
     )
     with get_instance(settings) as instance:
+        fail_abandoned_runs(instance, settings.home)  # e.g. an earlier `index` killed mid-way
         planned = plan_index_run(instance, diff)
         level = "DEBUG" if verbose else "ERROR"
         result = defs.resolve_job_def(index_documents_job.name).execute_in_process(

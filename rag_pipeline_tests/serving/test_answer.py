@@ -92,6 +92,21 @@ def test_the_extractive_answer_quotes_the_matching_sentences_with_citations(
     assert final.cited == [2]
 
 
+def test_a_sources_own_bracketed_numbers_never_become_citations(indexed: Settings) -> None:
+    passages = [
+        _passage("Owls hunt at night, as shown in [2] and [1, 3]."),
+        _passage("Herons wade in shallow water."),
+        _passage("Kingfishers dive."),
+    ]
+    final = list(
+        answer(ExtractiveAnswerer(indexed), "When do owls hunt?", [], _retrieval(*passages))
+    )[-1]
+    assert final.cited == [1]
+    assert "as shown in ［2］ and ［1, 3］. [1]" in final.text
+    prompt = build_messages("When do owls hunt?", [], passages)[-1]["content"]
+    assert "as shown in ［2］" in prompt
+
+
 def test_the_extractive_answer_finds_chinese_words_inside_unspaced_sentences(
     indexed: Settings,
 ) -> None:

@@ -72,6 +72,17 @@ def test_one_empty_ranking_leaves_the_other_order() -> None:
     assert single[0].fused_score == 1.0
 
 
+@pytest.mark.parametrize("fusion", ["dbsf", "minmax"])
+def test_a_keyword_ranking_of_one_hit_or_of_ties_counts_as_fully_as_its_best(fusion: str) -> None:
+    # An identifier's chunk, which the dense model ranks near the bottom of its 20.
+    dense = _hits(*((f"d{i}", 0.9 - 0.02 * i) for i in range(19)), ("x", 0.52))
+    settings = RetrievalSettings(fusion=fusion)  # type: ignore[arg-type]
+    unique = fuse(NearestHits(dense=dense, sparse=_hits(("x", 7.5))), settings)
+    assert unique[0].point_id == "x"
+    tied = fuse(NearestHits(dense=dense, sparse=_hits(("x", 2.0), ("d5", 2.0))), settings)
+    assert [candidate.point_id for candidate in tied[:2]] == ["d5", "x"]
+
+
 def test_dbsf_matches_qdrant_on_a_hand_computed_case() -> None:
     # Sparse scores 12, 6, 3: mean 7, sample std 4.583; (s - (7 - 13.748)) / 27.495.
     fused = fuse(NearestHits(dense=[], sparse=NEAREST.sparse), RetrievalSettings(fusion="dbsf"))

@@ -1,0 +1,133 @@
+"""The sensor with a real ``dagster-daemon`` launching real runs: indexing converges by itself.
+
+The daemon evaluates the sensor every second here (``indexing.sensor_seconds``), and each run
+it requests is launched in a process of its own, as in a deployment.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from dagster import DagsterRunStatus, RunsFilter
+
+from rag_pipeline.config import load_settings
+from rag_pipeline.defs.instance import get_instance, write_instance_config
+from rag_pipeline.defs.runs import index_documents_job
+from rag_pipeline.faults import FAULT_ENV, FAULT_ONCE_ENV
+from rag_pipeline_tests.index_state import inconsistencies, live_records
+
+_KILLED_RUN_MARKER = "kill-one-run"
+
+
+def _eventually(what: str, condition: Callable[[], bool], timeout: float = 240.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout:g} s: {what}")
+        time.sleep(0.5)
+
+
+@pytest.fixture
+def daemon(home: Path, source: Path, tmp_path: Path) -> Iterator[Path]:
+    """A daemon watching ``source`` for ``home``; one run it launches dies at its first upsert
+    while the file ``<tmp>/kill-one-run`` exists."""
+    settings = load_settings(home).remember_sources([source])
+    workspace = tmp_path / "workspace.yaml"
+    workspace.write_text(
+        yaml.safe_dump({"load_from": [{"python_module": "rag_pipeline.definitions"}]})
+    )
+    environment = {
+        **os.environ,
+        "DAGSTER_HOME": str(write_instance_config(settings)),
+        "RAG_PIPELINE_HOME": str(home),
+        "RAG_PIPELINE_INDEXING__SENSOR_SECONDS": "1",
+        "RAG_PIPELINE_INDEXING__RETRY_SECONDS": "2",
+        FAULT_ENV: "after-upsert",
+        FAULT_ONCE_ENV: str(tmp_path / _KILLED_RUN_MARKER),
+    }
+    log = (tmp_path / "daemon.log").open("w")
+    process = subprocess.Popen(
+        # The venv's dagster-daemon, beside this interpreter (the venv need not be on PATH).
+        [str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", str(workspace)],
+        env=environment,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        yield tmp_path
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+        log.close()
+
+
+def _state(home: Path, doc_id: str) -> tuple[str | None, str | None]:
+    """(state, live version) of a document, (None, None) while it is unknown."""
+    record = live_records(home).get(doc_id) if (home / "catalog").exists() else None
+    return (record.state, record.indexed_version) if record else (None, None)
+
+
+def _runs(home: Path, status: DagsterRunStatus) -> int:
+    with get_instance(load_settings(home)) as instance:
+        return len(
+            instance.get_runs(RunsFilter(job_name=index_documents_job.name, statuses=[status]))
+        )
+
+
+def test_the_sensor_indexes_a_file_changed_back_to_an_earlier_version(
+    home: Path, source: Path, daemon: Path
+) -> None:
+    note = source / "note.md"
+    note.write_text("# Note\n\nVersion A of the note.", encoding="utf-8")
+    _eventually("A indexed", lambda: _state(home, "docs/note.md")[0] == "indexed")
+    version_a = _state(home, "docs/note.md")[1]
+    note.write_text("# Note\n\nVersion B of the note, longer.", encoding="utf-8")
+    _eventually("B indexed", lambda: _state(home, "docs/note.md")[1] not in (None, version_a))
+    note.write_text("# Note\n\nVersion A of the note.", encoding="utf-8")
+    _eventually("A again", lambda: _state(home, "docs/note.md")[1] == version_a)
+    assert inconsistencies(home) == []
+
+
+def test_a_failed_document_is_retried_by_the_sensor_until_it_indexes(
+    home: Path, source: Path, daemon: Path
+) -> None:
+    (source / "report.pdf").write_bytes(b"%PDF-1.7\n1 0 obj << broken")
+    _eventually("failed", lambda: _state(home, "docs/report.pdf")[0] == "failed")
+    # Retried after its backoff with the file unchanged: the attempts are counted.
+    _eventually("retried", lambda: live_records(home)["docs/report.pdf"].attempts >= 2, timeout=120)
+    assert "not a readable PDF" in (live_records(home)["docs/report.pdf"].error or "")
+    (source / "report.pdf").unlink()
+    (source / "report.md").write_text("# Report\n\nNow readable.", encoding="utf-8")
+    _eventually("gone and replaced", lambda: set(live_records(home)) == {"docs/report.md"})
+    assert _runs(home, DagsterRunStatus.FAILURE) == 0  # failing documents fail no run
+
+
+def test_a_run_killed_mid_way_is_marked_failed_and_its_documents_are_indexed_again(
+    home: Path, source: Path, daemon: Path
+) -> None:
+    (daemon / _KILLED_RUN_MARKER).touch()
+    for number in range(3):
+        (source / f"n{number}.md").write_text(f"# N{number}\n\nText {number}.", encoding="utf-8")
+    _eventually("the kill", lambda: not (daemon / _KILLED_RUN_MARKER).exists())
+    _eventually("the dead run failed", lambda: _runs(home, DagsterRunStatus.FAILURE) == 1)
+    _eventually(
+        "all indexed",
+        lambda: (
+            {d for d, r in live_records(home).items() if r.state == "indexed"}
+            == {f"docs/n{number}.md" for number in range(3)}
+        ),
+    )
+    assert inconsistencies(home) == []
+    assert _runs(home, DagsterRunStatus.STARTED) == 0
