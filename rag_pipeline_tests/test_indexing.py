@@ -358,15 +358,22 @@ def test_a_failed_run_says_so_and_the_next_run_picks_its_documents_up(
 def test_an_exact_identifier_found_in_one_chunk_comes_first(
     cli: Cli, home: Path, source: Path
 ) -> None:
+    # The dense model prefers other codes and ranks the log that holds the identifier last;
+    # the keyword ranking holds that one chunk alone.
     for number in range(40):
-        code = " The failing part is PX-7731-Q." if number == 23 else ""
         (source / f"ticket-{number}.md").write_text(
-            f"# Ticket {number}\n\nThe pump at station {number} stopped after a pressure drop; "
-            f"the crew replaced a seal and restarted it.{code}\n",
+            f"# Ticket {number}\n\nFault code QX-{1000 + number}-R at station {number}.\n",
             encoding="utf-8",
         )
+    (source / "harbour.md").write_text(
+        "# Harbour log\n\nThe cranes moved containers all morning while the tide rose. Gulls "
+        "circled the quay and the pilot boat brought in two freighters loaded with timber. In "
+        "the afternoon the harbour master inspected the mooring lines, noted PX-7731-Q in the "
+        "inventory and handed over to the evening shift.\n",
+        encoding="utf-8",
+    )
     cli("index", "--home", home, "--source", source)
-    assert _query(cli, home, "PX-7731-Q")[0]["doc_id"] == "docs/ticket-23.md"
+    assert _query(cli, home, "PX-7731-Q")[0]["doc_id"] == "docs/harbour.md"
 
 
 def test_folders_given_to_index_are_added_and_only_an_explicit_remove_drops_one(
