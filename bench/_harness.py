@@ -40,20 +40,21 @@ class Measured:
 
 def run_cli(*args: str | Path, env: dict[str, str] | None = None) -> Measured:
     """Run ``rag-pipeline`` in a fresh process; wall time and peak memory of its process tree."""
+    return run_command([*CLI, *map(str, args)], env)
+
+
+def run_command(argv: list[str], env: dict[str, str] | None = None) -> Measured:
+    """Run a command in a fresh process; wall time and peak memory of its process tree."""
     environment = os.environ | {"HF_HUB_OFFLINE": "1", "DO_NOT_TRACK": "1"} | (env or {})
     started = time.perf_counter()
     process = subprocess.Popen(
-        [*CLI, *map(str, args)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=environment,
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment
     )
     peak = peak_rss_of(process.pid)
     out, err = process.communicate()
     seconds = time.perf_counter() - started
     if process.returncode != 0:
-        raise RuntimeError(f"rag-pipeline {' '.join(map(str, args))} failed:\n{err[-3000:]}")
+        raise RuntimeError(f"{' '.join(argv)} failed:\n{err[-3000:]}")
     return Measured(seconds, peak.result() / 2**20, out)
 
 

@@ -13,10 +13,12 @@ beyond its sequence length: a chunk that does not fit is a chunk that is partly 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rag_pipeline import ids
+from rag_pipeline.batching import batched
 from rag_pipeline.language import detect_language
 
 # Bump when chunks come out differently for the same elements and settings: it re-indexes.
@@ -82,37 +84,57 @@ class _Piece:
 
 
 def chunk_document(
-    elements: list[Element],
+    elements: Iterable[Element],
     *,
     doc_id: str,
     version: str,
     counter: TokenCounter,
     max_tokens: int,
     overlap_tokens: int,
-) -> list[Chunk]:
-    """Chunks of at most ``max_tokens`` model tokens, special tokens included."""
+) -> Iterator[Chunk]:
+    """Chunks of at most ``max_tokens`` model tokens, special tokens included, as they close.
+
+    Elements are read a batch at a time, so a document of any length is chunked in bounded
+    memory.
+    """
     budget = min(max_tokens, counter.max_length) - counter.special_tokens
     overlap = min(overlap_tokens, budget // 4)
-    elements = [element for element in elements if element.text.strip()]
-    counts = counter.count([element.text for element in elements])
     headers = _Headers(counter, budget // 8)
-    pieces: list[_Piece] = []
-    for element, count in zip(elements, counts, strict=True):
-        room = budget - headers.cost(element)
-        if count <= room:
-            pieces.append(_Piece(element, 0, len(element.text), count, element.text))
-        else:
-            pieces.extend(_split(element, counter, room, overlap))
-    groups = _pack(pieces, budget, headers)
-    texts = [
-        headers.line(group[0].element) + "\n".join(piece.text.strip() for piece in group)
-        for group in groups
-    ]
-    token_counts = counter.count(texts)
-    return [
-        _chunk(doc_id, version, index, text, group, tokens)
-        for index, (text, group, tokens) in enumerate(zip(texts, groups, token_counts, strict=True))
-    ]
+    packer = _Packer(budget, headers)
+    closed: list[list[_Piece]] = []
+    index = 0
+
+    def emit(groups: list[list[_Piece]]) -> Iterator[Chunk]:
+        nonlocal index
+        texts = [
+            headers.line(group[0].element) + "\n".join(piece.text.strip() for piece in group)
+            for group in groups
+        ]
+        for text, group, tokens in zip(texts, groups, counter.count(texts), strict=True):
+            yield _chunk(doc_id, version, index, text, group, tokens)
+            index += 1
+
+    with_text = (element for element in elements if element.text.strip())
+    for batch in batched(with_text, _CHARACTERS_PER_BATCH, weight=lambda e: len(e.text)):
+        counts = counter.count([element.text for element in batch])
+        for element, count in zip(batch, counts, strict=True):
+            room = budget - headers.cost(element)
+            if count <= room:
+                pieces = [_Piece(element, 0, len(element.text), count, element.text)]
+            else:
+                pieces = _split(element, counter, room, overlap)
+            for piece in pieces:
+                closed.extend(packer.add(piece))
+        if len(closed) >= _GROUPS_PER_COUNT:
+            yield from emit(closed)
+            closed = []
+    closed.extend(packer.finish())
+    yield from emit(closed)
+
+
+# Text whose tokens are counted in one call: the tokenizer's memory grows with it.
+_CHARACTERS_PER_BATCH = 200_000
+_GROUPS_PER_COUNT = 256  # chunks whose tokens are counted in one call
 
 
 class _Headers:
@@ -279,17 +301,29 @@ def _split_rows(
     return pieces
 
 
-def _pack(pieces: list[_Piece], budget: int, headers: _Headers) -> list[list[_Piece]]:
-    groups: list[list[_Piece]] = []
-    tokens = 0
-    for piece in pieces:
-        if groups and _joins(groups[-1], tokens, piece, budget):
-            groups[-1].append(piece)
-            tokens += piece.tokens
-        else:
-            groups.append([piece])
-            tokens = headers.cost(piece.element) + piece.tokens
-    return groups
+class _Packer:
+    """Consecutive pieces packed into chunks while they fit (see :func:`_joins`)."""
+
+    def __init__(self, budget: int, headers: _Headers) -> None:
+        self._budget = budget
+        self._headers = headers
+        self._group: list[_Piece] = []
+        self._tokens = 0
+
+    def add(self, piece: _Piece) -> list[list[_Piece]]:
+        """Take ``piece``; return the chunk it closed, if it starts another."""
+        if self._group and _joins(self._group, self._tokens, piece, self._budget):
+            self._group.append(piece)
+            self._tokens += piece.tokens
+            return []
+        closed = self.finish()
+        self._group = [piece]
+        self._tokens = self._headers.cost(piece.element) + piece.tokens
+        return closed
+
+    def finish(self) -> list[list[_Piece]]:
+        closed, self._group = ([self._group] if self._group else []), []
+        return closed
 
 
 def _joins(group: list[_Piece], tokens: int, piece: _Piece, budget: int) -> bool:

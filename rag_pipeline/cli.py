@@ -77,6 +77,13 @@ def _parser() -> argparse.ArgumentParser:
     sources.add_argument("action", choices=["list", "add", "remove"], nargs="?", default="list")
     sources.add_argument("folders", nargs="*", type=Path, metavar="DIR")
 
+    command(
+        "check",
+        _check,
+        "Compare every point in the vector store with the catalog (slow on a large index); "
+        "exit 1 when they disagree.",
+    )
+
     export = command(
         "export", _export, "Write the catalog as Parquet (documents, chunks) for DuckDB & co."
     )
@@ -232,6 +239,20 @@ def _status(args: argparse.Namespace) -> int:
             "far); searches use the current one until it is complete"
         )
     return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from rag_pipeline.indexing.checks import audit
+
+    problems = audit(_settings(args))
+    for problem in problems:
+        print(problem)
+    print(
+        f"{len(problems)} problems: `rag-pipeline index` repairs them"
+        if problems
+        else "the store and the catalog agree"
+    )
+    return 1 if problems else 0
 
 
 def _export(args: argparse.Namespace) -> int:

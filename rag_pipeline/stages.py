@@ -3,26 +3,28 @@
 One file per document, replaced atomically, so any asset can run alone (from the Dagster UI) on
 what the previous one left, and a crashed run leaves nothing half-written. Each file records the
 document version it was made for; a later stage refuses a file made for another version. The
-files are Arrow IPC: internal, read several times per run, and several times cheaper to write
-and read than Parquet for the small tables of one document.
+files are Arrow IPC, written and read a batch of rows at a time: a document's elements and
+chunks never need to be in memory at once, however large the file (the parser workers write
+the parsed stage themselves, so a document's text never crosses a pipe either).
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import pyarrow as pa
-import pyarrow.feather as feather
 
 from rag_pipeline import ids
+from rag_pipeline.batching import batched
 from rag_pipeline.catalog import CHUNK_SCHEMA
 from rag_pipeline.files import write_atomically
 from rag_pipeline.manifest import SourceFile
-from rag_pipeline.parsing import Element, ParsedDocument, TextBox
+from rag_pipeline.parsing import Element, ParsedDocument, ParseError, TextBox
 
 Action = Literal["index", "unchanged", "delete"]
 
@@ -38,6 +40,7 @@ _ELEMENT_SCHEMA = pa.schema(
 )
 _META_KEY = b"rag_pipeline"
 _TABLE_SUFFIX = ".arrow"
+_ROWS_PER_BATCH = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,12 +56,12 @@ class DocumentTask:
         return self.file.version if self.file else None
 
 
-@dataclass(slots=True)
-class StageResult:
-    """A parsed or chunked document as a stage file holds it: rows, or the reason there are none."""
+@dataclass(frozen=True, slots=True)
+class StageMeta:
+    """What a stage file says of itself: the version it was made for, and the reason when it
+    holds no rows."""
 
     version: str
-    rows: list[dict[str, Any]]
     meta: dict[str, Any]
 
     @property
@@ -133,35 +136,61 @@ class StageFiles:
 
     def write_parsed(
         self, doc_id: str, version: str, parsed: ParsedDocument | None, error: str | None
-    ) -> None:
-        rows = [_element_row(element) for element in parsed.elements] if parsed else []
-        meta = {"version": version, "error": error}
-        if parsed:
-            meta |= {
-                "title": parsed.title,
-                "pages": parsed.page_count,
-                "page_sizes": parsed.page_sizes,
-                "images": self._write_pictures(doc_id, parsed),
-            }
-        self._write(
-            "parsed_pages", doc_id, pa.Table.from_pylist(rows, schema=_ELEMENT_SCHEMA), meta
-        )
+    ) -> dict[str, Any]:
+        """Write a parse (its elements streamed) or the reason there is none; returns what it
+        wrote of the document: pages, elements, pictures, title. Raises ParseError when the
+        elements run out on one (nothing is written then)."""
+        meta: dict[str, Any] = {"version": version, "error": error}
+        if parsed is None:
+            self._write("parsed_pages", doc_id, _ELEMENT_SCHEMA, meta, [])
+            return meta
+        meta |= {
+            "title": parsed.title,
+            "pages": parsed.page_count,
+            "page_sizes": parsed.page_sizes,
+            "images": self._write_pictures(doc_id, parsed),
+        }
+        rows = (_element_row(element) for element in parsed.elements)
+        written = self._write("parsed_pages", doc_id, _ELEMENT_SCHEMA, meta, rows)
+        return {
+            "pages": parsed.page_count or 0,
+            "elements": written,
+            "pictures": len(parsed.images),
+            "title": parsed.title or "",
+        }
 
-    def read_parsed(self, doc_id: str) -> StageResult | None:
-        return self._read("parsed_pages", doc_id)
+    def parsed_meta(self, doc_id: str) -> StageMeta | None:
+        return self._meta("parsed_pages", doc_id)
+
+    def parsed_elements(self, doc_id: str) -> Iterator[Element]:
+        for batch in self._batches("parsed_pages", doc_id):
+            yield from (element_from_row(row) for row in batch)
 
     def write_chunks(
-        self, doc_id: str, version: str, rows: list[dict[str, Any]], meta: dict[str, Any]
-    ) -> None:
-        self._write(
-            "chunks",
-            doc_id,
-            pa.Table.from_pylist(rows, schema=CHUNK_SCHEMA),
-            {"version": version, **meta},
-        )
+        self,
+        doc_id: str,
+        version: str,
+        rows: Iterable[dict[str, Any]],
+        meta: dict[str, Any],
+    ) -> int:
+        """Write a document's chunk rows as they come; returns how many."""
+        return self._write("chunks", doc_id, CHUNK_SCHEMA, {"version": version, **meta}, rows)
 
-    def read_chunks(self, doc_id: str) -> StageResult | None:
-        return self._read("chunks", doc_id)
+    def chunks_meta(self, doc_id: str) -> StageMeta | None:
+        return self._meta("chunks", doc_id)
+
+    def chunk_count(self, doc_id: str) -> int:
+        """How many chunk rows the document's chunk file holds (read from its batches' sizes)."""
+        path = self._path("chunks", doc_id, _TABLE_SUFFIX)
+        if not path.exists():
+            return 0
+        with pa.OSFile(str(path)) as source:
+            reader = pa.ipc.open_file(source)
+            return sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+
+    def chunk_batches(self, doc_id: str) -> Iterator[list[dict[str, Any]]]:
+        """A document's chunk rows, a batch at a time."""
+        return self._batches("chunks", doc_id)
 
     def remove(self, doc_id: str) -> None:
         for stage, suffix in (
@@ -172,20 +201,45 @@ class StageFiles:
             self._path(stage, doc_id, suffix).unlink(missing_ok=True)
         shutil.rmtree(self.pictures_folder(doc_id), ignore_errors=True)
 
-    def _write(self, stage: str, doc_id: str, table: pa.Table, meta: dict[str, Any]) -> None:
-        table = table.replace_schema_metadata({_META_KEY: json.dumps(meta, ensure_ascii=False)})
-        write_atomically(
-            self._path(stage, doc_id, _TABLE_SUFFIX),
-            lambda temporary: feather.write_feather(table, temporary, compression="uncompressed"),
-        )
+    def _write(
+        self,
+        stage: str,
+        doc_id: str,
+        schema: pa.Schema,
+        meta: dict[str, Any],
+        rows: Iterable[dict[str, Any]],
+    ) -> int:
+        schema = schema.with_metadata({_META_KEY: json.dumps(meta, ensure_ascii=False)})
+        written = 0
 
-    def _read(self, stage: str, doc_id: str) -> StageResult | None:
+        def write(temporary: str) -> None:
+            nonlocal written
+            with pa.OSFile(temporary, "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+                for batch in batched(rows, _ROWS_PER_BATCH):
+                    writer.write_batch(pa.RecordBatch.from_pylist(batch, schema=schema))
+                    written += len(batch)
+
+        write_atomically(self._path(stage, doc_id, _TABLE_SUFFIX), write)
+        return written
+
+    def _meta(self, stage: str, doc_id: str) -> StageMeta | None:
         path = self._path(stage, doc_id, _TABLE_SUFFIX)
         if not path.exists():
             return None
-        table = feather.read_table(path, memory_map=False)
-        meta = json.loads(table.schema.metadata[_META_KEY])
-        return StageResult(version=meta["version"], rows=table.to_pylist(), meta=meta)
+        with pa.OSFile(str(path)) as source:
+            meta = json.loads(pa.ipc.open_file(source).schema.metadata[_META_KEY])
+        return StageMeta(meta["version"], meta)
+
+    def _batches(self, stage: str, doc_id: str) -> Iterator[list[dict[str, Any]]]:
+        path = self._path(stage, doc_id, _TABLE_SUFFIX)
+        if not path.exists():
+            return
+        # Read (not mapped, which would keep the pages read resident) a batch at a time; a file
+        # replaced meanwhile stays readable through the open handle.
+        with pa.OSFile(str(path)) as source:
+            reader = pa.ipc.open_file(source)
+            for index in range(reader.num_record_batches):
+                yield reader.get_batch(index).to_pylist()
 
 
 def _element_row(element: Element) -> dict[str, Any]:
@@ -208,3 +262,13 @@ def element_from_row(row: dict[str, Any]) -> Element:
         section=tuple(row["section"]),
         boxes=tuple(TextBox(int(b[0]), int(b[1]), (b[2], b[3], b[4], b[5])) for b in row["boxes"]),
     )
+
+
+def write_parsed_stage(home: Path, doc_id: str, parsed: ParsedDocument) -> dict[str, Any]:
+    """A parser worker's handler (``parsing.pool``): write the parsed stage file of ``doc_id``,
+    for the version its task names, there in the worker; return what it wrote."""
+    stages = StageFiles(home)
+    task = stages.read_task(doc_id)
+    if task is None or task.version is None:
+        raise ParseError("not planned: materialize file_manifest first")
+    return stages.write_parsed(doc_id, task.version, parsed, None)

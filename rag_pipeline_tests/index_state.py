@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from rag_pipeline.catalog import Catalog, DocumentRecord
 from rag_pipeline.config import load_settings
+from rag_pipeline.indexing.checks import audit
 from rag_pipeline.store import open_vector_store
 
 
@@ -27,7 +27,9 @@ def live_records(home: Path) -> dict[str, DocumentRecord]:
 def live_chunks(home: Path, doc_id: str) -> list[dict[str, Any]]:
     with Catalog(load_settings(home)) as catalog:
         live = catalog.live_collection()
-        return catalog.chunks(live.name, doc_id) if live else []
+        if live is None:
+            return []
+        return [row for batch in catalog.chunk_batches(live.name, doc_id) for row in batch]
 
 
 def point_count(home: Path, doc_id: str | None = None) -> int:
@@ -38,46 +40,21 @@ def point_count(home: Path, doc_id: str | None = None) -> int:
         store.close()
 
 
-def point_owners(home: Path) -> Counter[tuple[str, str]]:
-    """(doc id, version) → how many points the live collection holds of it."""
-    store = open_vector_store(load_settings(home), live_name(home), wait_seconds=60)
-    try:
-        return Counter(store.point_owners().values())
-    finally:
-        store.close()
-
-
 def inconsistencies(home: Path, on_disk: dict[str, str] | None = None) -> list[str]:
-    """What breaks the index's promise, as sentences; empty when it holds.
-
-    Every indexed document has exactly its live version's chunks and points (no orphans, no
-    duplicates: point ids are per chunk, so a count per version says it), the catalog's
-    chunks are of that version; with ``on_disk`` (doc id → text of the file), every file is
-    indexed or failed and every deleted file is gone.
-    """
-    problems: list[str] = []
-    records = live_records(home)
-    owners = point_owners(home)
-    for doc_id, record in records.items():
-        if record.indexed_version is None:
-            continue
-        points = owners.get((doc_id, record.indexed_version), 0)
-        if points != record.chunks:
-            problems.append(f"{doc_id}: {record.chunks} chunks but {points} points")
-        chunks = live_chunks(home, doc_id)
-        if len(chunks) != record.chunks or any(
-            row["version"] != record.indexed_version for row in chunks
-        ):
-            problems.append(f"{doc_id}: the catalog's chunks are not those of its live version")
-    for (doc_id, version), count in owners.items():
-        record = records.get(doc_id)
-        if record is None or record.indexed_version != version:
-            problems.append(f"{doc_id}: {count} orphan points of version {version}")
+    """What breaks the index's promise, as sentences (``checks.audit``); with ``on_disk`` (doc
+    id → text of the file) also every file not in the catalog, and every deleted one still in
+    it."""
+    problems = audit(load_settings(home))
     if on_disk is not None:
-        for doc_id in on_disk:
-            if doc_id not in records:
-                problems.append(f"{doc_id}: on disk but not in the catalog")
-        for doc_id in records:
-            if doc_id not in on_disk:
-                problems.append(f"{doc_id}: deleted but still in the catalog")
+        records = live_records(home)
+        problems += [
+            f"{doc_id}: on disk but not in the catalog"
+            for doc_id in on_disk
+            if doc_id not in records
+        ]
+        problems += [
+            f"{doc_id}: deleted but still in the catalog"
+            for doc_id in records
+            if doc_id not in on_disk
+        ]
     return problems

@@ -31,6 +31,10 @@ def catalog(home: Path, catalog_url: str | None) -> Iterator[Catalog]:
     opened.close()
 
 
+def _chunks(catalog: Catalog, collection: str, doc_id: str) -> list[dict[str, Any]]:
+    return [row for batch in catalog.chunk_batches(collection, doc_id, size=1) for row in batch]
+
+
 def _record(doc_id: str, version: str, chunks: int = 2, state: str = "indexed") -> DocumentRecord:
     return DocumentRecord(
         doc_id=doc_id,
@@ -77,8 +81,8 @@ def test_a_commit_switches_a_document_and_its_chunks_to_the_new_version(
     assert catalog.live_versions(COLLECTION, ["a", "b"]) == {"a": "v1"}
     catalog.commit_document(COLLECTION, _record("a", "v2", chunks=1), [_chunk("a", "v2", 0, "new")])
     assert catalog.live_versions(COLLECTION, ["a"]) == {"a": "v2"}
-    assert [row["chunk_id"] for row in catalog.chunks(COLLECTION, "a")] == ["a@v2#0"]
-    assert catalog.chunks(COLLECTION, "a")[0]["bboxes"][0]["x1"] == 3.0
+    assert [row["chunk_id"] for row in _chunks(catalog, COLLECTION, "a")] == ["a@v2#0"]
+    assert _chunks(catalog, COLLECTION, "a")[0]["bboxes"][0]["x1"] == 3.0
     assert catalog.expected_points(COLLECTION) == 1
 
 
@@ -89,7 +93,7 @@ def test_a_failure_keeps_the_indexed_version_searchable(catalog: Catalog) -> Non
     catalog.record_document(COLLECTION, failed)
     assert catalog.live_versions(COLLECTION, ["a"]) == {"a": "v1"}
     assert catalog.documents(COLLECTION)["a"].error == "broken"
-    assert len(catalog.chunks(COLLECTION, "a")) == 2
+    assert len(_chunks(catalog, COLLECTION, "a")) == 2
 
 
 def test_a_process_killed_inside_a_commit_leaves_the_previous_version_whole(
@@ -112,7 +116,7 @@ def test_a_process_killed_inside_a_commit_leaves_the_previous_version_whole(
     )
     assert killed.returncode == -9  # SIGKILL, in the middle of the transaction
     assert catalog.live_versions(COLLECTION, ["a"]) == {"a": "v1"}
-    assert [row["version"] for row in catalog.chunks(COLLECTION, "a")] == ["v1", "v1"]
+    assert [row["version"] for row in _chunks(catalog, COLLECTION, "a")] == ["v1", "v1"]
 
 
 def test_deleting_forgets_a_document_in_every_collection_and_marks_its_points(
@@ -127,7 +131,7 @@ def test_deleting_forgets_a_document_in_every_collection_and_marks_its_points(
         "other": ["a"],
     }
     assert list(catalog.documents(COLLECTION)) == ["b"]
-    assert catalog.chunks("other", "a") == []
+    assert _chunks(catalog, "other", "a") == []
     assert catalog.repairs(COLLECTION) == ["a"] and catalog.repairs("other") == ["a"]
     catalog.clear_repairs(COLLECTION, ["a"])
     assert catalog.repairs(COLLECTION) == []

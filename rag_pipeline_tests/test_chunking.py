@@ -16,13 +16,15 @@ def counter() -> TokenCounter:
 
 
 def chunk(elements: list[Element], max_tokens: int = 64, overlap: int = 16):  # noqa: ANN201
-    return chunk_document(
-        elements,
-        doc_id="d",
-        version="v",
-        counter=counter(),
-        max_tokens=max_tokens,
-        overlap_tokens=overlap,
+    return list(
+        chunk_document(
+            elements,
+            doc_id="d",
+            version="v",
+            counter=counter(),
+            max_tokens=max_tokens,
+            overlap_tokens=overlap,
+        )
     )
 
 

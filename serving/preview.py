@@ -55,17 +55,16 @@ def source_file(settings: Settings, catalog: Catalog, doc_id: str) -> tuple[Docu
 
 
 def cited_chunk(catalog: Catalog, chunk_id: str) -> tuple[list[dict[str, Any]], int]:
-    """The document's chunks and the position of ``chunk_id`` among them."""
+    """The chunk with its neighbours, and its position among them."""
     try:
-        doc_id, _, _ = ids.parse_chunk_id(chunk_id)
+        ids.parse_chunk_id(chunk_id)
     except ValueError as error:
         raise PreviewError(str(error)) from error
     live = catalog.live_collection()
-    rows = catalog.chunks(live.name, doc_id) if live else []
-    for position, row in enumerate(rows):
-        if row["chunk_id"] == chunk_id:
-            return rows, position
-    raise PreviewError(f"{chunk_id!r} is not in the index (the document changed since?)")
+    found = catalog.chunk_context(live.name, chunk_id) if live else None
+    if found is None:
+        raise PreviewError(f"{chunk_id!r} is not in the index (the document changed since?)")
+    return found
 
 
 def preview(settings: Settings, catalog: Catalog, chunk_id: str, *, dpi: int = 110) -> Preview:

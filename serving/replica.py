@@ -235,12 +235,11 @@ class _Mirror:
         cache: EmbeddingCache,
         lock: threading.Lock,
     ) -> bool:
-        """Copy a document's live version in; False when it changed while being read."""
+        """Copy a document's live version in, a batch at a time; False when it changed while
+        being read (the part copied is taken out again: the replica never holds two versions
+        of a document)."""
         version = record.indexed_version
         assert version is not None
-        rows = catalog.chunks(self.collection.name, record.doc_id)
-        if not rows or any(row["version"] != version for row in rows):
-            return False  # committed again since the documents were read: next refresh
         facts = DocumentFacts(
             doc_id=record.doc_id,
             file_path=str(record.file_path),
@@ -250,11 +249,23 @@ class _Mirror:
             sha256=record.sha256,
             mtime=record.mtime_ns / 1e9,
         )
-        points = points_from_cache(rows, facts, cache, VectorModels.of(self.settings))
-        if len(points) < len(rows):
+        models = VectorModels.of(self.settings)
+        copied = 0
+        for rows in catalog.chunk_batches(self.collection.name, record.doc_id):
+            points = points_from_cache(rows, facts, cache, models)
+            if any(row["version"] != version for row in rows) or len(points) < len(rows):
+                if copied:
+                    with lock:
+                        self.store.delete_document(
+                            record.doc_id, keep_version=self._held.get(record.doc_id)
+                        )
+                return False  # committed again since the documents were read: next refresh
+            with lock:
+                self.store.upsert(points)
+            copied += len(points)
+        if copied != record.chunks:
             return False
         with lock:
-            self.store.upsert(points)
             self.store.delete_document(record.doc_id, keep_version=version)
         self._held[record.doc_id] = version
         return True

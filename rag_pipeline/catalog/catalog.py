@@ -13,10 +13,11 @@ import json
 import logging
 import shutil
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import astuple
 from typing import Any
 
+from rag_pipeline.batching import batched
 from rag_pipeline.catalog.database import Executor, open_database
 from rag_pipeline.catalog.records import (
     CHUNK_FIELDS,
@@ -153,7 +154,7 @@ class Catalog:
     def live_versions(self, collection: str, doc_ids: Iterable[str]) -> dict[str, str]:
         """doc id → the version whose points may be returned, for the documents that have one."""
         live: dict[str, str] = {}
-        for batch in _batches(list(dict.fromkeys(doc_ids)), _IN_BATCH):
+        for batch in batched(list(dict.fromkeys(doc_ids)), _IN_BATCH):
             rows = self.database.rows(
                 "SELECT doc_id, indexed_version FROM documents WHERE collection = ? "
                 f"AND indexed_version IS NOT NULL AND doc_id IN ({_marks(batch)})",
@@ -162,14 +163,42 @@ class Catalog:
             live.update(rows)
         return live
 
-    def chunks(self, collection: str, doc_id: str) -> list[dict[str, Any]]:
-        """The chunks of a document's indexed version, in order."""
+    def chunk_batches(
+        self, collection: str, doc_id: str, size: int = _INSERT_BATCH
+    ) -> Iterator[list[dict[str, Any]]]:
+        """The chunks of a document's indexed version, in order, ``size`` at a time (each batch
+        its own read: compare versions when the document may be committed meanwhile)."""
+        after = -1
+        while True:
+            rows = self.database.rows(
+                f"SELECT {_CHUNK_COLUMNS} FROM chunks WHERE collection = ? AND doc_id = ? "
+                "AND chunk_index > ? ORDER BY chunk_index LIMIT ?",
+                (collection, doc_id, after, size),
+            )
+            if not rows:
+                return
+            batch = [chunk_from_sql(row) for row in rows]
+            yield batch
+            after = batch[-1]["chunk_index"]
+
+    def chunk_context(
+        self, collection: str, chunk_id: str
+    ) -> tuple[list[dict[str, Any]], int] | None:
+        """A chunk with the ones before and after it, and its position among them."""
+        found = self.database.rows(
+            "SELECT doc_id, chunk_index FROM chunks WHERE collection = ? AND chunk_id = ?",
+            (collection, chunk_id),
+        )
+        if not found:
+            return None
+        doc_id, index = found[0]
         rows = self.database.rows(
             f"SELECT {_CHUNK_COLUMNS} FROM chunks WHERE collection = ? AND doc_id = ? "
-            "ORDER BY chunk_index",
-            (collection, doc_id),
+            "AND chunk_index BETWEEN ? AND ? ORDER BY chunk_index",
+            (collection, doc_id, index - 1, index + 1),
         )
-        return [chunk_from_sql(row) for row in rows]
+        window = [chunk_from_sql(row) for row in rows]
+        return window, next(i for i, row in enumerate(window) if row["chunk_id"] == chunk_id)
 
     def expected_points(self, collection: str) -> int:
         """How many points the collection should hold: the indexed versions' chunks."""
@@ -208,7 +237,7 @@ class Catalog:
 
     def clear_repairs(self, collection: str, doc_ids: Sequence[str]) -> None:
         with self.database.transaction() as executor:
-            for batch in _batches(list(doc_ids), _IN_BATCH):
+            for batch in batched(list(doc_ids), _IN_BATCH):
                 executor.execute(
                     "DELETE FROM store_repairs WHERE collection = ? "
                     f"AND doc_id IN ({_marks(batch)})",
@@ -227,7 +256,7 @@ class Catalog:
                 "DELETE FROM chunks WHERE collection = ? AND doc_id = ?",
                 (collection, record.doc_id),
             )
-            for batch in _batches(rows, _INSERT_BATCH):
+            for batch in batched(rows, _INSERT_BATCH):
                 executor.execute_many(
                     _INSERT_CHUNK, [(collection, *chunk_to_sql(row)) for row in batch]
                 )
@@ -252,7 +281,7 @@ class Catalog:
         each marked for repair there (its points are to be deleted)."""
         held: dict[str, list[str]] = {}
         with self.database.transaction() as executor:
-            for batch in _batches(list(doc_ids), _IN_BATCH):
+            for batch in batched(list(doc_ids), _IN_BATCH):
                 found = executor.execute(
                     f"SELECT collection, doc_id FROM documents WHERE doc_id IN ({_marks(batch)})",
                     batch,
@@ -272,10 +301,11 @@ class Catalog:
 
     # -- for the Parquet export ----------------------------------------------------------------
 
-    def chunk_rows(self, collection: str) -> Iterable[dict[str, Any]]:
-        """Every chunk of the collection, document by document, read a document at a time."""
+    def chunk_rows(self, collection: str) -> Iterator[dict[str, Any]]:
+        """Every chunk of the collection, document by document, a batch at a time."""
         for doc_id in self.documents(collection):
-            yield from self.chunks(collection, doc_id)
+            for batch in self.chunk_batches(collection, doc_id):
+                yield from batch
 
 
 def _upsert(executor: Executor, collection: str, record: DocumentRecord) -> None:
@@ -285,17 +315,6 @@ def _upsert(executor: Executor, collection: str, record: DocumentRecord) -> None
 
 def _marks(values: Sequence[Any]) -> str:
     return ", ".join("?" * len(values))
-
-
-def _batches(values: Iterable[Any], size: int) -> Iterable[list[Any]]:
-    batch: list[Any] = []
-    for value in values:
-        batch.append(value)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 def _forget_parquet_catalog(settings: Settings) -> None:

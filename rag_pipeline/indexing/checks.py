@@ -132,3 +132,39 @@ def verify_collections(settings: Settings, catalog: Catalog) -> None:
             verify_store(catalog, store, collection.name)
         finally:
             store.close()
+
+
+def audit(settings: Settings) -> list[str]:
+    """Everything that breaks the index's promise in the live collection, as sentences (empty
+    when it holds): each indexed document has exactly its live version's points and catalog
+    chunks, and no point belongs to anything else. Reads every point and chunk: slow on a
+    large index, exact on any (``rag-pipeline check``, the fault tests, ``bench/soak.py``)."""
+    with Catalog(settings) as catalog:
+        live = catalog.live_collection()
+        if live is None:
+            return []
+        records = catalog.documents(live.name)
+        store = open_vector_store(settings, live.name)
+        try:
+            owners = Counter(store.point_owners().values())
+        finally:
+            store.close()
+        problems: list[str] = []
+        for doc_id, record in records.items():
+            if record.indexed_version is None:
+                continue
+            points = owners.get((doc_id, record.indexed_version), 0)
+            if points != record.chunks:
+                problems.append(f"{doc_id}: {record.chunks} chunks but {points} points")
+            versions = Counter(
+                row["version"]
+                for batch in catalog.chunk_batches(live.name, doc_id)
+                for row in batch
+            )
+            if versions != Counter({record.indexed_version: record.chunks}):
+                problems.append(f"{doc_id}: the catalog's chunks are not those of its live version")
+        for (doc_id, version), count in owners.items():
+            record = records.get(doc_id)
+            if record is None or record.indexed_version != version:
+                problems.append(f"{doc_id}: {count} orphan points of version {version}")
+    return problems

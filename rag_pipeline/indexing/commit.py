@@ -23,7 +23,6 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from rag_pipeline.catalog import Catalog, DocumentRecord
 from rag_pipeline.config import Settings
@@ -47,13 +46,14 @@ class _Written:
     """A document whose new points are in the store, waiting for its catalog commit."""
 
     record: DocumentRecord
-    rows: list[dict[str, Any]]
+    pictures: set[str]  # its picture files, relative to the home folder
 
 
 def write_points(indexer: Indexer, doc_ids: Iterable[str]) -> dict[str, Metadata]:
     """Write each planned document's new version, delete the deleted ones; then tidy up."""
     settings, catalog, stages = indexer.settings, indexer.catalog, indexer.stages
     collection = indexer.collection.name
+    indexer.release_models()
     tasks: dict[str, DocumentTask | None] = {doc_id: stages.read_task(doc_id) for doc_id in doc_ids}
     report: dict[str, Metadata] = {
         doc_id: {"error": "not planned: materialize file_manifest first"}
@@ -86,7 +86,7 @@ def write_points(indexer: Indexer, doc_ids: Iterable[str]) -> dict[str, Metadata
                 known[task.doc_id] = written
                 continue
             pending.append(written)
-            pending_points += len(written.rows)
+            pending_points += written.record.chunks
             if pending_points >= _FLUSH_POINTS:
                 _commit(indexer, pending, known)
                 pending, pending_points = [], 0
@@ -119,7 +119,7 @@ def _write_document(
     """Upsert the document's new points; or, when it cannot be indexed, its failed record."""
     file = task.file
     assert file is not None
-    stage = indexer.stages.read_chunks(task.doc_id)
+    stage = indexer.stages.chunks_meta(task.doc_id)
     record = DocumentRecord(
         doc_id=task.doc_id,
         source=file.source,
@@ -145,7 +145,6 @@ def _write_document(
         )
     if stage.error:
         return _failed(indexer.settings, record, previous, stage.error)
-    rows = stage.rows
     title = stage.meta.get("title") or Path(file.relative_path).stem
     facts = DocumentFacts(
         doc_id=task.doc_id,
@@ -156,24 +155,31 @@ def _write_document(
         sha256=file.sha256,
         mtime=file.mtime_ns / 1e9,
     )
-    points = points_from_cache(rows, facts, indexer.cache, VectorModels.of(indexer.settings))
-    if len(points) < len(rows):
-        return _failed(
-            indexer.settings,
-            record,
-            previous,
-            f"{len(rows) - len(points)} chunks have no vectors: "
-            "materialize the embedding assets first",
-        )
-    indexer.store.upsert(points)
+    models = VectorModels.of(indexer.settings)
+    chunks = tokens = 0
+    pictures: set[str] = set()
+    for rows in indexer.stages.chunk_batches(task.doc_id):
+        points = points_from_cache(rows, facts, indexer.cache, models)
+        if len(points) < len(rows):  # what was upserted is repaired away (marked above)
+            return _failed(
+                indexer.settings,
+                record,
+                previous,
+                f"{len(rows) - len(points)} chunks have no vectors: "
+                "materialize the embedding assets first",
+            )
+        indexer.store.upsert(points)
+        chunks += len(rows)
+        tokens += sum(row["token_count"] for row in rows)
+        pictures.update(row["image_file"] for row in rows if row["image_file"])
     fault_point("after-upsert")
     record.state = "indexed"
     record.indexed_version = file.version
     record.title = title
     record.pages = stage.meta.get("pages")
-    record.chunks = len(rows)
-    record.tokens = sum(row["token_count"] for row in rows)
-    return _Written(record, rows)
+    record.chunks = chunks
+    record.tokens = tokens
+    return _Written(record, pictures)
 
 
 def _failed(
@@ -199,13 +205,12 @@ def _commit(indexer: Indexer, written: list[_Written], known: dict[str, Document
     fault_point("before-commit")
     collection = indexer.collection.name
     for document in written:
-        indexer.catalog.commit_document(collection, document.record, document.rows)
+        doc_id = document.record.doc_id
+        rows = (row for batch in indexer.stages.chunk_batches(doc_id) for row in batch)
+        indexer.catalog.commit_document(collection, document.record, rows)
         fault_point("after-commit")
-        known[document.record.doc_id] = document.record
-        indexer.stages.keep_pictures(
-            document.record.doc_id,
-            {row["image_file"] for row in document.rows if row["image_file"]},
-        )
+        known[doc_id] = document.record
+        indexer.stages.keep_pictures(doc_id, document.pictures)
 
 
 def repair_pending(

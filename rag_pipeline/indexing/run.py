@@ -9,11 +9,15 @@ points and committing them, is ``commit.py``; the checks after it, ``checks.py``
 
 from __future__ import annotations
 
+import functools
+import gc
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 from rag_pipeline.catalog import Catalog, CollectionRecord
@@ -37,7 +41,7 @@ from rag_pipeline.indexing.points import VectorModels
 from rag_pipeline.manifest import describe_file, needs_indexing
 from rag_pipeline.parsing import ParseOptions
 from rag_pipeline.parsing.pool import parse_in_workers, start_parser_server
-from rag_pipeline.stages import DocumentTask, StageFiles, element_from_row
+from rag_pipeline.stages import DocumentTask, StageFiles, StageMeta, write_parsed_stage
 from rag_pipeline.store import VectorStore, open_vector_store
 from rag_pipeline.store.schema import is_picture
 
@@ -46,6 +50,7 @@ Metadata = dict[str, Any]
 logger = logging.getLogger(__name__)
 
 _PREVIEW_CHARS = 300
+_EMBED_SLICE = 2048  # texts looked up and embedded at a time, and written to the cache
 
 
 def parse_options(settings: Settings) -> ParseOptions:
@@ -110,6 +115,13 @@ class Indexer:
     @cached_property
     def store(self) -> VectorStore:
         return open_vector_store(self.settings, self.collection.name)
+
+    def release_models(self) -> None:
+        """Let go of the models (the stages after embedding need none): their memory, a few
+        hundred MB, is then free for writing the points."""
+        for name in ("dense", "sparse", "clip", "captioner"):
+            self.__dict__.pop(name, None)
+        gc.collect()
 
     def close(self) -> None:
         for name in ("store", "cache"):
@@ -178,24 +190,19 @@ class Indexer:
             workers=limits.workers,
             timeout_seconds=limits.timeout_seconds,
             options=parse_options(self.settings),
+            # The workers write the stage files: a document's text never crosses a pipe.
+            handler=functools.partial(write_parsed_stage, self.settings.home),
         )
         progress = _progress("parsing", "documents")
         loading = self._load_models_in_background() if jobs else None
         for done, outcome in enumerate(outcomes, 1):
             progress(done, len(jobs))
             fault_point("after-parse")
-            self.stages.write_parsed(
-                outcome.key, versions[outcome.key], outcome.document, outcome.error
-            )
             entry: Metadata = {"seconds": round(outcome.seconds, 3)}
-            if outcome.document:
-                entry |= {
-                    "pages": outcome.document.page_count or 0,
-                    "elements": len(outcome.document.elements),
-                    "pictures": len(outcome.document.images),
-                    "title": outcome.document.title or "",
-                }
+            if outcome.error is None:
+                entry |= outcome.result
             else:
+                self.stages.write_parsed(outcome.key, versions[outcome.key], None, outcome.error)
                 entry["error"] = outcome.error
             report[outcome.key] = entry
         if loading:
@@ -228,49 +235,50 @@ class Indexer:
     # -- chunks --------------------------------------------------------------------------------
 
     def chunk(self, doc_ids: Iterable[str]) -> dict[str, Metadata]:
-        chunking = self.settings.chunking
         report: dict[str, Metadata] = {}
         for task in self._tasks(doc_ids):
             assert task.file is not None
             version = task.file.version
-            parsed = self.stages.read_parsed(task.doc_id)
-            meta: Metadata = {}
-            rows: list[dict[str, Any]] = []
+            parsed = self.stages.parsed_meta(task.doc_id)
             if parsed is None or parsed.version != version:
-                meta["error"] = "no parse of this version: materialize parsed_pages first"
+                error = "no parse of this version: materialize parsed_pages first"
             elif parsed.error:
-                meta["error"] = parsed.error
+                error = parsed.error
             else:
                 started = time.perf_counter()
-                chunks = chunk_document(
-                    [element_from_row(row) for row in parsed.rows],
-                    doc_id=task.doc_id,
-                    version=version,
-                    counter=self.dense.tokens,
-                    max_tokens=chunking.max_tokens,
-                    overlap_tokens=chunking.overlap_tokens,
-                )
+                summary = _ChunkSummary()
+                meta = {"title": parsed.meta.get("title"), "pages": parsed.meta.get("pages")}
                 try:
-                    chunks += self._picture_chunks(
-                        parsed.meta.get("images") or [], task.doc_id, version, len(chunks)
-                    )
-                except Exception as error:  # a captioner that cannot load fails the document
-                    meta["error"] = f"captioning failed: {error}"
-                rows = [chunk_as_record(chunk) for chunk in chunks]
-                meta |= {"title": parsed.meta.get("title"), "pages": parsed.meta.get("pages")}
-                if not rows:
-                    meta["error"] = "no text to index after parsing"
-                report[task.doc_id] = {
-                    "chunks": len(rows),
-                    "pictures": sum(1 for row in rows if is_picture(row)),
-                    "tokens": sum(row["token_count"] for row in rows),
-                    "seconds": round(time.perf_counter() - started, 3),
-                    "preview": rows[0]["text"][:_PREVIEW_CHARS] if rows else "",
-                }
-            if "error" in meta:
-                report[task.doc_id] = {"error": meta["error"]}
-            self.stages.write_chunks(task.doc_id, version, rows, meta)
+                    rows = summary.counted(self._chunk_rows_of(task.doc_id, version, parsed))
+                    self.stages.write_chunks(task.doc_id, version, rows, meta)
+                    error = None if summary.chunks else "no text to index after parsing"
+                except CaptionError as failure:  # a captioner that cannot load fails the document
+                    error = f"captioning failed: {failure}"
+                if error is None:
+                    report[task.doc_id] = summary.report(time.perf_counter() - started)
+                    continue
+            report[task.doc_id] = {"error": error}
+            self.stages.write_chunks(task.doc_id, version, [], {"error": error})
         return report
+
+    def _chunk_rows_of(
+        self, doc_id: str, version: str, parsed: StageMeta
+    ) -> Iterator[dict[str, Any]]:
+        """A document's chunk rows as they are made: its text's, then its pictures'."""
+        chunking = self.settings.chunking
+        count = 0
+        for chunk in chunk_document(
+            self.stages.parsed_elements(doc_id),
+            doc_id=doc_id,
+            version=version,
+            counter=self.dense.tokens,
+            max_tokens=chunking.max_tokens,
+            overlap_tokens=chunking.overlap_tokens,
+        ):
+            count += 1
+            yield chunk_as_record(chunk)
+        pictures = self._picture_chunks(parsed.meta.get("images") or [], doc_id, version, count)
+        yield from (chunk_as_record(chunk) for chunk in pictures)
 
     def _picture_chunks(
         self, pictures: list[dict[str, Any]], doc_id: str, version: str, first_index: int
@@ -282,7 +290,10 @@ class Indexer:
         captions: dict[str, str] = {}
         if images.caption_model:
             files = {p["sha256"]: self.settings.home / p["file"] for p in pictures}
-            captions = ensure_captions(self.captioner, files, self.cache)
+            try:
+                captions = ensure_captions(self.captioner, files, self.cache)
+            except Exception as error:
+                raise CaptionError(str(error)) from error
         if not images.clip_model:  # without image vectors, only captioned pictures are found
             pictures = [p for p in pictures if captions.get(p["sha256"])]
         return picture_chunks(
@@ -294,16 +305,15 @@ class Indexer:
             counter=self.dense.tokens,
         )
 
-    def _chunk_rows(self, doc_ids: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
-        """The current version's chunks of every document to index (empty when it failed)."""
-        rows: dict[str, list[dict[str, Any]]] = {}
+    def _chunk_batches(self, doc_ids: Iterable[str]) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+        """(doc id, a batch of its chunk rows) for every document of the run whose chunks are
+        of its current version (none for those that failed), a batch at a time."""
         for task in self._tasks(doc_ids):
-            stage = self.stages.read_chunks(task.doc_id)
-            current = (
-                stage is not None and task.file is not None and stage.version == task.file.version
-            )
-            rows[task.doc_id] = stage.rows if current and stage else []
-        return rows
+            stage = self.stages.chunks_meta(task.doc_id)
+            if stage is None or task.file is None or stage.version != task.file.version:
+                continue
+            for batch in self.stages.chunk_batches(task.doc_id):
+                yield task.doc_id, batch
 
     # -- dense_embeddings / sparse_embeddings --------------------------------------------------
 
@@ -311,7 +321,7 @@ class Indexer:
         return self._embed(
             doc_ids,
             self.dense.model_id,
-            lambda texts, progress: ensure_dense(self.dense, texts, self.cache, progress),
+            lambda texts: ensure_dense(self.dense, texts, self.cache),
             _progress("dense embeddings", "texts"),
         )
 
@@ -319,7 +329,7 @@ class Indexer:
         return self._embed(
             doc_ids,
             self.sparse.model_id,
-            lambda texts, progress: ensure_sparse(self.sparse, texts, self.cache, progress),
+            lambda texts: ensure_sparse(self.sparse, texts, self.cache),
             _progress("sparse embeddings", "texts"),
         )
 
@@ -327,22 +337,34 @@ class Indexer:
         self,
         doc_ids: Iterable[str],
         model_id: str,
-        ensure: Callable[[dict[str, str], Callable[[int, int], None]], set[str]],
+        ensure: Callable[[dict[str, str]], set[str]],
         progress: Callable[[int, int], None],
     ) -> dict[str, Metadata]:
-        per_document = {
-            doc_id: [row for row in rows if row["text"]]  # an uncaptioned picture has no text
-            for doc_id, rows in self._chunk_rows(doc_ids).items()
-        }
-        texts = {row["text_hash"]: row["text"] for rows in per_document.values() for row in rows}
+        """Vectors for the run's chunk texts not in the cache yet, a slice of texts at a time
+        (across documents, so that small documents share model calls)."""
+        doc_ids = list(doc_ids)
+        total = sum(self.stages.chunk_count(task.doc_id) for task in self._tasks(doc_ids))
+        keys: dict[str, list[str]] = {}
+        embedded: set[str] = set()
+        pending: dict[str, str] = {}
+        done = 0
         started = time.perf_counter()
 
-        def progress_with_fault(done: int, total: int) -> None:
+        def flush() -> None:
+            embedded.update(ensure(pending))
             progress(done, total)
             fault_point("mid-embedding")
+            pending.clear()
 
-        embedded = ensure(texts, progress_with_fault)
-        keys = {doc_id: [row["text_hash"] for row in rows] for doc_id, rows in per_document.items()}
+        for doc_id, batch in self._chunk_batches(doc_ids):
+            texts = [row for row in batch if row["text"]]  # an uncaptioned picture has no text
+            keys.setdefault(doc_id, []).extend(row["text_hash"] for row in texts)
+            pending.update((row["text_hash"], row["text"]) for row in texts)
+            done += len(batch)
+            if len(pending) >= _EMBED_SLICE:
+                flush()
+        if pending:
+            flush()
         return _embedding_report(model_id, "chunks", keys, embedded, started)
 
     # -- image_embeddings ----------------------------------------------------------------------
@@ -351,24 +373,50 @@ class Indexer:
         """CLIP vectors of the run's pictures (nothing to do when images.clip_model is unset)."""
         if not self.settings.images.clip_model:
             return {}
-        per_document = {
-            doc_id: pictures
-            for doc_id, rows in self._chunk_rows(doc_ids).items()
-            if (pictures := [row for row in rows if is_picture(row)])
-        }
-        files = {
-            row["image_sha256"]: self.settings.home / row["image_file"]
-            for rows in per_document.values()
-            for row in rows
-        }
+        keys: dict[str, list[str]] = {}
+        files: dict[str, Path] = {}
+        for doc_id, batch in self._chunk_batches(doc_ids):
+            for row in batch:
+                if is_picture(row):
+                    keys.setdefault(doc_id, []).append(row["image_sha256"])
+                    files[row["image_sha256"]] = self.settings.home / row["image_file"]
         started = time.perf_counter()
         embedded = ensure_picture_vectors(
             self.clip, files, self.cache, _progress("image embeddings", "pictures")
         )
-        keys = {
-            doc_id: [row["image_sha256"] for row in rows] for doc_id, rows in per_document.items()
-        }
         return _embedding_report(self.clip.model_id, "pictures", keys, embedded, started)
+
+
+class CaptionError(Exception):
+    """The captioning model failed (it fails the documents with pictures to caption)."""
+
+
+@dataclass(slots=True)
+class _ChunkSummary:
+    """What the chunks asset reports of a document, gathered while its rows stream by."""
+
+    chunks: int = 0
+    pictures: int = 0
+    tokens: int = 0
+    preview: str = ""
+
+    def counted(self, rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        for row in rows:
+            if not self.chunks:
+                self.preview = row["text"][:_PREVIEW_CHARS]
+            self.chunks += 1
+            self.pictures += is_picture(row)
+            self.tokens += row["token_count"]
+            yield row
+
+    def report(self, seconds: float) -> Metadata:
+        return {
+            "chunks": self.chunks,
+            "pictures": self.pictures,
+            "tokens": self.tokens,
+            "seconds": round(seconds, 3),
+            "preview": self.preview,
+        }
 
 
 def _embedding_report(

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import zipfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from rag_pipeline.parsing import images, markdown, office, pdf, text
 from rag_pipeline.parsing.elements import (
+    MAX_ELEMENT_CHARS,
     BBox,
     Element,
     ElementKind,
@@ -15,9 +17,11 @@ from rag_pipeline.parsing.elements import (
     ParseError,
     ParseOptions,
     TextBox,
+    bounded,
 )
 
 __all__ = [
+    "MAX_ELEMENT_CHARS",
     "PARSER_VERSIONS",
     "PICTURE_FORMATS",
     "BBox",
@@ -31,6 +35,7 @@ __all__ = [
     "detect_format",
     "format_of",
     "parse_document",
+    "read_document",
 ]
 
 # Extension → format. Files with other extensions are not documents for the manifest.
@@ -125,7 +130,11 @@ PICTURE_FORMATS = frozenset({"pdf", "docx", "pptx", "image"})
 
 
 def parse_document(path: Path, options: ParseOptions | None = None) -> ParsedDocument:
-    """Parse one file. Raises ParseError with a reason a user can act on."""
+    """Parse one file. Raises ParseError with a reason a user can act on.
+
+    The elements may be a generator (text read a block at a time): consuming them can raise
+    ParseError too, at the end for a document that turns out to hold no text.
+    """
     options = options or ParseOptions()
     if not path.is_file():
         raise ParseError("the file disappeared before it could be read")
@@ -144,6 +153,22 @@ def parse_document(path: Path, options: ParseOptions | None = None) -> ParsedDoc
         parsed = text.parse_table_file(path)
     else:
         parsed = office.parse_office(path, file_format, options)
-    if not parsed.images and not any(element.text.strip() for element in parsed.elements):
-        raise ParseError("no text found in the document")
+    parsed.elements = _with_text(bounded(parsed.elements), has_pictures=bool(parsed.images))
     return parsed
+
+
+def read_document(path: Path, options: ParseOptions | None = None) -> ParsedDocument:
+    """:func:`parse_document` with its elements read into a list (for small documents)."""
+    parsed = parse_document(path, options)
+    parsed.elements = list(parsed.elements)
+    return parsed
+
+
+def _with_text(elements: Iterable[Element], *, has_pictures: bool) -> Iterator[Element]:
+    """``elements``, raising ParseError at their end if none held text (and no picture)."""
+    found = has_pictures
+    for element in elements:
+        found = found or bool(element.text.strip())
+        yield element
+    if not found:
+        raise ParseError("no text found in the document")

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 ElementKind = Literal["title", "paragraph", "table", "list", "image"]
 
 # (x0, y0, x1, y1) in PDF points, origin at the page's top-left corner.
 BBox = tuple[float, float, float, float]
+
+# The longest element text: a longer one (a log without blank lines, a huge table) is cut at
+# line ends, so that no later stage holds more than this of one element at a time.
+MAX_ELEMENT_CHARS = 64_000
 
 
 def enclosing(boxes: Iterable[BBox]) -> BBox | None:
@@ -75,7 +79,7 @@ class ParseOptions:
 
 @dataclass(slots=True)
 class ParsedDocument:
-    elements: list[Element]
+    elements: Iterable[Element]  # a list, or a generator for formats read a block at a time
     title: str | None = None
     page_count: int | None = None
     page_sizes: list[tuple[float, float]] = field(default_factory=list)  # (width, height) per page
@@ -84,3 +88,41 @@ class ParsedDocument:
 
 class ParseError(Exception):
     """A document that cannot be indexed; the message is shown to the user as the reason."""
+
+
+def bounded(elements: Iterable[Element]) -> Iterator[Element]:
+    """``elements``, those longer than ``MAX_ELEMENT_CHARS`` cut at line ends (at spaces in a
+    line that long) into consecutive elements of the same kind, page and section; a table's
+    header row heads each of its parts, and each part keeps the boxes of its lines."""
+    for element in elements:
+        if len(element.text) <= MAX_ELEMENT_CHARS:
+            yield element
+            continue
+        text = element.text
+        header = text[: text.find("\n") + 1] if element.kind == "table" else ""
+        limit = MAX_ELEMENT_CHARS - len(header) if len(header) < MAX_ELEMENT_CHARS // 2 else 0
+        if not limit:
+            header, limit = "", MAX_ELEMENT_CHARS
+        start = len(header)
+        while start < len(text):
+            end = min(start + limit, len(text))
+            if end < len(text):
+                cut = max(text.rfind("\n", start, end), text.rfind(" ", start, end))
+                end = cut + 1 if cut > start else end
+            boxes = tuple(
+                TextBox(
+                    max(box.start - start, 0) + len(header),
+                    min(box.end, end) - start + len(header),
+                    box.bbox,
+                )
+                for box in element.boxes
+                if box.start < end and box.end > start
+            )
+            part = header + text[start:end]
+            yield replace(
+                element,
+                text=part,
+                boxes=boxes,
+                bbox=enclosing(b.bbox for b in boxes) or element.bbox,
+            )
+            start = end

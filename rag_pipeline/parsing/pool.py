@@ -14,22 +14,32 @@ import multiprocessing
 import multiprocessing.connection
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rag_pipeline.parsing import ParsedDocument, ParseError, ParseOptions, heartbeat, parse_document
 
-_Job = tuple[str, str, ParseOptions]  # (key, path, options)
+# What a worker does with a parsed document, in the worker (it must pickle): its return value,
+# not the document, comes back. The indexer's writes the stage file there and returns a summary.
+Handler = Callable[[str, ParsedDocument], Any]
+_Job = tuple[str, str, ParseOptions, Handler]  # (key, path, options, handler)
 _BEAT = ("beat",)  # a worker's "still making progress", between jobs' results
 
 
 @dataclass(frozen=True, slots=True)
 class ParseOutcome:
     key: str
-    document: ParsedDocument | None
+    result: Any  # what the handler returned; None when parsing failed
     error: str | None
     seconds: float
+
+
+def whole_document(key: str, parsed: ParsedDocument) -> ParsedDocument:
+    """The default handler: the parsed document itself, its elements read into a list."""
+    parsed.elements = list(parsed.elements)
+    return parsed
 
 
 def _work(connection: multiprocessing.connection.Connection) -> None:
@@ -41,10 +51,10 @@ def _work(connection: multiprocessing.connection.Connection) -> None:
             return
         if job is None:
             return
-        key, path, options = job
+        key, path, options, handler = job
         try:
-            result: tuple[ParsedDocument | None, str | None] = (
-                parse_document(Path(path), options),
+            result: tuple[Any, str | None] = (
+                handler(key, parse_document(Path(path), options)),
                 None,
             )
         except ParseError as error:
@@ -107,10 +117,11 @@ def parse_in_workers(
     workers: int,
     timeout_seconds: float,
     options: ParseOptions | None = None,
+    handler: Handler = whole_document,
 ) -> Iterator[ParseOutcome]:
     """Parse ``(key, path)`` jobs; yield one outcome per job as soon as it is known."""
     options = options or ParseOptions()
-    pending = deque((key, str(path), options) for key, path in jobs)
+    pending = deque((key, str(path), options, handler) for key, path in jobs)
     if not pending:
         return
     context = start_parser_server()
@@ -140,9 +151,9 @@ def parse_in_workers(
                         if message == _BEAT:
                             worker.alive_at = time.monotonic()
                             continue
-                        _, document, error = message
+                        _, result, error = message
                         worker.job = None
-                        yield ParseOutcome(key, document, error, elapsed)
+                        yield ParseOutcome(key, result, error, elapsed)
                         continue
                 elif worker.process.sentinel in ready:
                     error = f"the parser crashed (exit code {worker.process.exitcode})"

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from qdrant_edge import EdgeShard, Filter
 
 _UPSERT_BATCH = 256
+_REOPEN_AFTER_POINTS = 50_000
 _SCROLL_PAGE = 2048
 _CONFIG_FILE = "edge_config.json"  # written by qdrant_edge itself
 
@@ -49,6 +50,7 @@ class EdgeStore:
         process (or another store object) that holds it."""
         self.path = path
         self._config: dict[str, Any] | None = None  # the shard's vector layout, read once
+        self._written = 0  # points upserted since the shard was opened
         # Beside the shard, not in it: the shard's folder is removed when it starts afresh.
         self._lock = FileLock(path.with_name(f".{path.name}.lock"))
         if not self._lock.acquire(wait_seconds):
@@ -77,6 +79,7 @@ class EdgeStore:
             EdgeShard,
             EdgeSparseVectorParams,
             EdgeVectorParams,
+            Memory,
             Modifier,
             PayloadSchemaType,
             UpdateOperation,
@@ -91,12 +94,22 @@ class EdgeStore:
                 f"{self.image_size() or 'no'} image vectors but the models give {dense_dim}-d "
                 f"text and {image_dim or 'no'} image vectors"
             )
-        vectors = {DENSE_VECTOR: EdgeVectorParams(size=dense_dim, distance=Distance.Cosine)}
+        # Cold: the files are mapped and read on demand, not loaded into memory when the shard
+        # opens; the operating system's page cache keeps what searches touch.
+        vectors = {
+            DENSE_VECTOR: EdgeVectorParams(
+                size=dense_dim, distance=Distance.Cosine, memory=Memory.Cold
+            )
+        }
         if image_dim:
-            vectors[IMAGE_VECTOR] = EdgeVectorParams(size=image_dim, distance=Distance.Cosine)
+            vectors[IMAGE_VECTOR] = EdgeVectorParams(
+                size=image_dim, distance=Distance.Cosine, memory=Memory.Cold
+            )
         config = EdgeConfig(
             vectors=vectors,
             sparse_vectors={SPARSE_VECTOR: EdgeSparseVectorParams(modifier=Modifier.Idf)},
+            payload_memory=Memory.Cold,
+            id_tracker_memory=Memory.Cold,
         )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._shard = EdgeShard.create(str(self.path), config)
@@ -142,6 +155,21 @@ class EdgeStore:
                 for point in points[start : start + _UPSERT_BATCH]
             ]
             self.shard.update(UpdateOperation.upsert_points(batch))
+            self._written += len(batch)
+            if self._written >= _REOPEN_AFTER_POINTS:
+                self._reopen()
+
+    def _reopen(self) -> None:
+        """Flush, close and open the shard again (the lock stays held).
+
+        Qdrant Edge keeps every segment file it writes mapped in: a long write (one huge
+        document, a first index) would hold the whole index resident. Reopening unmaps them;
+        what searches need comes back from the page cache on demand.
+        """
+        self.shard.flush()
+        self.shard.close()
+        self._shard = self._load()
+        self._written = 0
 
     def flush(self) -> None:
         if self._shard is not None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rag_pipeline.parsing import ParseError, ParseOptions, parse_document
+from rag_pipeline.parsing import ParseError, ParseOptions, read_document
 from rag_pipeline.parsing.images import hash_distance, open_picture, perceptual_hash
 from rag_pipeline_tests.conftest import needs_tesseract
 from rag_pipeline_tests.documents import pdf_with_figures, photo, scanned_pdf, text_picture
@@ -21,7 +21,7 @@ def test_a_scanned_pdf_page_is_read_by_ocr_with_line_boxes_in_page_points(tmp_pa
     path = scanned_pdf(
         tmp_path / "scan.pdf", ["Quarterly maintenance report", "Pump station seven was inspected"]
     )
-    parsed = parse_document(path, READ_ALL)
+    parsed = read_document(path, READ_ALL)
     text = " ".join(element.text for element in parsed.elements)
     assert "maintenance report" in text and "Pump station seven" in text
     element = parsed.elements[0]
@@ -34,7 +34,7 @@ def test_a_scanned_pdf_page_is_read_by_ocr_with_line_boxes_in_page_points(tmp_pa
 def test_a_scan_without_ocr_fails_with_a_reason(tmp_path: Path) -> None:
     path = scanned_pdf(tmp_path / "scan.pdf", ["Quarterly maintenance report"])
     with pytest.raises(ParseError, match="OCR is off"):
-        parse_document(path, ParseOptions(ocr_languages=None))
+        read_document(path, ParseOptions(ocr_languages=None))
 
 
 @needs_tesseract
@@ -42,7 +42,7 @@ def test_chinese_text_in_an_image_is_read_without_spaces_between_characters(
     tmp_path: Path,
 ) -> None:
     path = text_picture(tmp_path / "notice.png", ["北京大学图书馆周一闭馆"], fontname="china-s")
-    parsed = parse_document(path, READ_ALL)
+    parsed = read_document(path, READ_ALL)
     assert "北京大学图书馆" in parsed.elements[0].text
     assert parsed.page_sizes == [open_picture(path.read_bytes()).size]
     (picture,) = parsed.images
@@ -52,7 +52,7 @@ def test_chinese_text_in_an_image_is_read_without_spaces_between_characters(
 def test_pdf_figures_keep_page_and_box_while_icons_and_repeated_logos_are_skipped(
     tmp_path: Path,
 ) -> None:
-    parsed = parse_document(pdf_with_figures(tmp_path / "figures.pdf", pages=3), READ_ALL)
+    parsed = read_document(pdf_with_figures(tmp_path / "figures.pdf", pages=3), READ_ALL)
     assert [(picture.page, picture.bbox) for picture in parsed.images] == [
         (page, (100.0, 200.0, 420.0, 440.0)) for page in (1, 2, 3)
     ]
@@ -60,7 +60,7 @@ def test_pdf_figures_keep_page_and_box_while_icons_and_repeated_logos_are_skippe
 
 
 def test_pictures_are_not_kept_when_nothing_would_search_them(tmp_path: Path) -> None:
-    parsed = parse_document(pdf_with_figures(tmp_path / "figures.pdf"), ParseOptions())
+    parsed = read_document(pdf_with_figures(tmp_path / "figures.pdf"), ParseOptions())
     assert parsed.images == [] and parsed.elements
 
 
@@ -74,7 +74,7 @@ def test_pptx_pictures_carry_their_slide_and_box(tmp_path: Path) -> None:
         slide.shapes.title.text = f"Site visit {number}"
         slide.shapes.add_picture(io.BytesIO(photo(number)), Pt(100), Pt(150), Pt(320), Pt(240))
     deck.save(tmp_path / "visit.pptx")
-    parsed = parse_document(tmp_path / "visit.pptx", READ_ALL)
+    parsed = read_document(tmp_path / "visit.pptx", READ_ALL)
     assert [(p.page, p.bbox) for p in parsed.images] == [
         (number, pytest.approx((100, 150, 420, 390))) for number in (1, 2)
     ]
@@ -99,7 +99,7 @@ def test_pptx_pictures_in_moved_and_scaled_groups_carry_their_box_on_the_slide(
     outer.left, outer.top = Pt(200), Pt(200)
     outer.width, outer.height = outer.width * 2, outer.height * 2
     deck.save(tmp_path / "grouped.pptx")
-    (picture,) = parse_document(tmp_path / "grouped.pptx", READ_ALL).images
+    (picture,) = read_document(tmp_path / "grouped.pptx", READ_ALL).images
     assert picture.page == 1
     assert picture.bbox == pytest.approx((300, 200, 620, 440))
 
@@ -111,7 +111,7 @@ def test_docx_pictures_are_extracted(tmp_path: Path) -> None:
     document.add_paragraph("The site as surveyed:")
     document.add_picture(io.BytesIO(photo(7)))
     document.save(tmp_path / "survey.docx")
-    (picture,) = parse_document(tmp_path / "survey.docx", READ_ALL).images
+    (picture,) = read_document(tmp_path / "survey.docx", READ_ALL).images
     assert picture.page is None and (picture.width, picture.height) == (320, 240)
 
 
@@ -119,7 +119,7 @@ def test_a_damaged_image_fails_with_a_reason(tmp_path: Path) -> None:
     path = tmp_path / "photo.jpg"
     path.write_bytes(b"\xff\xd8\xff\xe0 this is not really a JPEG")
     with pytest.raises(ParseError, match="not a readable image"):
-        parse_document(path, READ_ALL)
+        read_document(path, READ_ALL)
 
 
 @needs_tesseract
@@ -127,8 +127,8 @@ def test_an_image_without_words_needs_image_search(tmp_path: Path) -> None:
     path = tmp_path / "photo.png"
     path.write_bytes(photo(3))
     with pytest.raises(ParseError, match=r"images\.clip_model"):
-        parse_document(path, ParseOptions(ocr_languages="eng"))
-    assert parse_document(path, READ_ALL).images
+        read_document(path, ParseOptions(ocr_languages="eng"))
+    assert read_document(path, READ_ALL).images
 
 
 def test_the_perceptual_hash_matches_a_resized_copy_and_not_another_picture() -> None:
@@ -150,12 +150,12 @@ def test_words_in_a_pdf_picture_are_read_where_the_picture_is_shown(tmp_path: Pa
     page.insert_image(pymupdf.Rect(100, 300, 520, 392), filename=notice)
     document.save(tmp_path / "report.pdf")
     options = ParseOptions(ocr_languages="eng", ocr_pictures=True)
-    parsed = parse_document(tmp_path / "report.pdf", options)
+    parsed = read_document(tmp_path / "report.pdf", options)
     (read,) = [e for e in parsed.elements if "Pump station seven" in e.text]
     x0, y0, x1, y1 = read.bbox  # type: ignore[misc]
     assert read.page == 1 and 100 <= x0 < x1 <= 520 and 300 <= y0 < y1 <= 392
     assert parsed.images == []  # read for its words; kept as a picture only for image search
-    plain = parse_document(tmp_path / "report.pdf", ParseOptions(ocr_languages="eng"))
+    plain = read_document(tmp_path / "report.pdf", ParseOptions(ocr_languages="eng"))
     assert not any("Pump station" in e.text for e in plain.elements)
 
 
@@ -175,7 +175,7 @@ def test_words_in_office_pictures_are_read_on_their_slide_where_the_picture_is_s
     deck.slides[0].shapes.add_picture(str(notice), Pt(100), Pt(150), Pt(420), Pt(92))
     deck.save(tmp_path / "visit.pptx")
     options = ParseOptions(ocr_languages="eng", ocr_pictures=True)
-    elements = parse_document(tmp_path / "visit.pptx", options).elements
+    elements = read_document(tmp_path / "visit.pptx", options).elements
     texts = [e.text for e in elements]
     (read,) = [e for e in elements if "Pump station seven" in e.text]
     assert texts.index(read.text) < texts.index("Site visit 2")
@@ -188,8 +188,8 @@ def test_words_in_office_pictures_are_read_on_their_slide_where_the_picture_is_s
     document.add_picture(str(notice))
     document.save(tmp_path / "survey.docx")
     (read,) = [
-        e for e in parse_document(tmp_path / "survey.docx", options).elements if "Pump" in e.text
+        e for e in read_document(tmp_path / "survey.docx", options).elements if "Pump" in e.text
     ]
     assert read.page is None and read.bbox is None
-    plain = parse_document(tmp_path / "visit.pptx", ParseOptions(ocr_languages="eng"))
+    plain = read_document(tmp_path / "visit.pptx", ParseOptions(ocr_languages="eng"))
     assert not any("Pump station" in e.text for e in plain.elements)

@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from rag_pipeline.parsing import parse_document
+from rag_pipeline.parsing import read_document
 
 
 def test_headings_lists_tables_and_code_keep_their_structure(tmp_path: Path) -> None:
@@ -13,7 +13,7 @@ def test_headings_lists_tables_and_code_keep_their_structure(tmp_path: Path) -> 
         "```\npip install rag\n```\n",
         encoding="utf-8",
     )
-    parsed = parse_document(path)
+    parsed = read_document(path)
     kinds = [(e.kind, e.text) for e in parsed.elements]
     assert kinds == [
         ("title", "Guide"),

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from rag_pipeline.parsing import ParseError, detect_format, parse_document
+from rag_pipeline.parsing import ParseError, detect_format, read_document
 from rag_pipeline_tests.documents import docx_file, two_column_pdf
 
 
@@ -12,7 +12,7 @@ def test_docx_headings_become_section_paths(tmp_path: Path) -> None:
         {"Vacation policy": ["Employees receive twenty days of paid leave each year."]},
         table=[["Grade", "Days"], ["A", "20"]],
     )
-    elements = parse_document(path).elements
+    elements = read_document(path).elements
     body = next(e for e in elements if "twenty days" in e.text)
     assert body.section == ("Vacation policy",)
     assert any(e.kind == "table" and "Grade" in e.text for e in elements)
@@ -22,14 +22,14 @@ def test_a_pdf_named_docx_is_parsed_as_a_pdf(tmp_path: Path) -> None:
     misnamed = tmp_path / "report.docx"
     misnamed.write_bytes(two_column_pdf(tmp_path / "real.pdf").read_bytes())
     assert detect_format(misnamed) == "pdf"
-    assert parse_document(misnamed).page_count == 3
+    assert read_document(misnamed).page_count == 3
 
 
 def test_text_named_pdf_fails_with_a_clear_reason(tmp_path: Path) -> None:
     path = tmp_path / "fake.pdf"
     path.write_text("just some notes, not a PDF at all", encoding="utf-8")
     with pytest.raises(ParseError, match="not a PDF file"):
-        parse_document(path)
+        read_document(path)
 
 
 def test_a_truncated_docx_fails_with_a_clear_reason(tmp_path: Path) -> None:
@@ -37,7 +37,7 @@ def test_a_truncated_docx_fails_with_a_clear_reason(tmp_path: Path) -> None:
     path = tmp_path / "truncated.docx"
     path.write_bytes(whole[: len(whole) // 2])
     with pytest.raises(ParseError):
-        parse_document(path)
+        read_document(path)
 
 
 def test_html_is_parsed_offline(tmp_path: Path) -> None:
@@ -47,6 +47,6 @@ def test_html_is_parsed_offline(tmp_path: Path) -> None:
         "every day of the year.</p></body></html>",
         encoding="utf-8",
     )
-    elements = parse_document(path).elements
+    elements = read_document(path).elements
     assert elements[0].kind == "title" and elements[0].text == "Solar power"
     assert elements[1].section == ("Solar power",)

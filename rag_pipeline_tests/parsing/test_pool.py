@@ -19,8 +19,8 @@ def test_each_document_gets_an_outcome_and_failures_do_not_stop_the_batch(tmp_pa
         o.key: o
         for o in parse_in_workers([("good", good), ("empty", empty)], workers=2, timeout_seconds=60)
     }
-    assert outcomes["good"].document is not None and outcomes["good"].error is None
-    assert outcomes["empty"].document is None and "empty" in outcomes["empty"].error
+    assert outcomes["good"].result is not None and outcomes["good"].error is None
+    assert outcomes["empty"].result is None and "empty" in outcomes["empty"].error
 
 
 def test_a_parser_over_its_time_limit_is_stopped_and_the_next_document_still_parses(
@@ -34,7 +34,7 @@ def test_a_parser_over_its_time_limit_is_stopped_and_the_next_document_still_par
     )
     by_key = {o.key: o for o in outcomes}
     assert "longer than" in by_key["slow"].error
-    assert by_key["fast"].document is not None
+    assert by_key["fast"].result is not None
 
 
 @needs_tesseract
@@ -47,4 +47,4 @@ def test_a_long_scan_is_not_stopped_while_ocr_advances_page_by_page(tmp_path: Pa
     )
     assert outcome.error is None, outcome.error
     assert time.monotonic() - started > PER_PAGE_LIMIT  # longer than the limit in all
-    assert {element.page for element in outcome.document.elements} == set(range(1, 41))
+    assert {element.page for element in outcome.result.elements} == set(range(1, 41))

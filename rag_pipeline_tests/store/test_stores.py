@@ -190,3 +190,17 @@ def test_a_collection_never_changes_its_vector_size_and_is_never_emptied_for_it(
     store.drop()
     assert store.count() == 0
     store.close()
+
+
+def test_a_long_write_to_the_embedded_store_loses_nothing_when_it_reopens_the_shard(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rag_pipeline.store.edge as edge
+
+    monkeypatch.setattr(edge, "_REOPEN_AFTER_POINTS", 100)  # reopened every 100 points
+    store = EdgeStore(tmp_path / "edge")
+    store.ensure_collection(DIM)
+    store.upsert([_point("a", "v1", i, i + 1) for i in range(450)])
+    store.delete_document("a", keep_version="v1")
+    assert store.count() == 450 and len(store.point_owners()) == 450
+    store.close()
