@@ -22,7 +22,7 @@ from rag_pipeline.batching import batched
 from rag_pipeline.language import detect_language
 
 # Bump when chunks come out differently for the same elements and settings: it re-indexes.
-CHUNKER_VERSION = "chunks-3"
+CHUNKER_VERSION = "chunks-4"
 
 if TYPE_CHECKING:
     from rag_pipeline.embedding.dense import TokenCounter
@@ -91,15 +91,18 @@ def chunk_document(
     counter: TokenCounter,
     max_tokens: int,
     overlap_tokens: int,
+    document: str | None = None,
 ) -> Iterator[Chunk]:
     """Chunks of at most ``max_tokens`` model tokens, special tokens included, as they close.
+
+    Every chunk starts with its context: ``document`` (the document's name) and its section.
 
     Elements are read a batch at a time, so a document of any length is chunked in bounded
     memory.
     """
     budget = min(max_tokens, counter.max_length) - counter.special_tokens
     overlap = min(overlap_tokens, budget // 4)
-    headers = _Headers(counter, budget // 8)
+    headers = _Headers(counter, budget // 8, document)
     packer = _Packer(budget, headers)
     closed: list[list[_Piece]] = []
     index = 0
@@ -138,29 +141,39 @@ _GROUPS_PER_COUNT = 256  # chunks whose tokens are counted in one call
 
 
 class _Headers:
-    """The line naming a chunk's section, put first in chunks that do not start at a heading.
+    """The line giving a chunk's context, put first: the document's name and the chunk's
+    section (a chunk that starts at a heading has that heading as its first line already).
 
-    A chunk cut from the middle of a section otherwise loses what it is about (the title of the
-    paper, the chapter, the sheet), which both the dense model and keyword search need.
+    A chunk cut from the middle of a section otherwise loses what it is about (the report, the
+    statement, the chapter, the sheet), which both the dense model and keyword search need.
     """
 
-    def __init__(self, counter: TokenCounter, most_tokens: int) -> None:
+    def __init__(self, counter: TokenCounter, most_tokens: int, document: str | None) -> None:
         self._counter = counter
         self._most = most_tokens
+        self._document = " ".join(document.split()) if document else ""
         self._lines: dict[tuple[str, ...], tuple[str, int]] = {}
 
-    def _of(self, section: tuple[str, ...]) -> tuple[str, int]:
+    def _of(self, element: Element) -> tuple[str, int]:
+        section = () if element.kind == "title" else element.section
         if section not in self._lines:
             self._lines[section] = self._fitted(section)
         return self._lines[section]
 
     def _fitted(self, section: tuple[str, ...]) -> tuple[str, int]:
-        """(line, its tokens): outer sections dropped until it is short enough, and the
-        innermost cut after its last whole word that fits when even it is too long (a long
-        paper title: its first words still say what the chunk is about)."""
+        """(line, its tokens): sections below the document's name dropped from the outside
+        until it is short enough, then the name too; the innermost cut after its last whole
+        word that fits when even it is too long (a long paper title: its first words still say
+        what the chunk is about)."""
         names = [" ".join(part.split()) for part in section]
-        for start in range(len(names)):
-            candidate = " › ".join(names[start:])
+        document = [self._document] if self._document else []
+        if names and document and names[0].casefold() == document[0].casefold():
+            document = []
+        shortened = [document + names[start:] for start in range(len(names))]
+        for parts in [*shortened, names[-1:]] if names else [document]:
+            if not parts:
+                continue
+            candidate = " › ".join(parts)
             tokens = self._counter.count([candidate])[0] + 1  # and its newline
             if tokens <= self._most:
                 return candidate + "\n", tokens
@@ -174,12 +187,10 @@ class _Headers:
         return cut + "\n", self._counter.count([cut])[0] + 1
 
     def line(self, element: Element) -> str:
-        return (
-            "" if element.kind == "title" or not element.section else self._of(element.section)[0]
-        )
+        return self._of(element)[0]
 
     def cost(self, element: Element) -> int:
-        return 0 if element.kind == "title" or not element.section else self._of(element.section)[1]
+        return self._of(element)[1]
 
 
 def _split(element: Element, counter: TokenCounter, budget: int, overlap: int) -> list[_Piece]:

@@ -152,14 +152,18 @@ def test_a_modified_file_reindexes_only_itself_and_embeds_only_its_changed_chunk
     assert "mostly at night" in _query(cli, home, "when do owls hunt")[0]["text"]
 
 
-def test_a_renamed_file_is_not_embedded_again(cli: Cli, home: Path, corpus: Path) -> None:
+def test_a_file_moved_to_another_folder_is_not_embedded_again(
+    cli: Cli, home: Path, corpus: Path
+) -> None:
+    # (Renamed, it is: its chunks carry its name.)
     cli("index", "--home", home, "--source", corpus)
-    (corpus / "guide.md").rename(corpus / "birds.md")
+    (corpus / "archive").mkdir()
+    (corpus / "guide.md").rename(corpus / "archive" / "guide.md")
     result = cli("index", "--home", home)
     assert "added 1, changed 0, unchanged 4, deleted 1" in result.out
-    dense = _metadata(home, "dense_embeddings", "docs/birds.md")[0]
+    dense = _metadata(home, "dense_embeddings", "docs/archive/guide.md")[0]
     assert dense["embedded"] == 0 and dense["cached"] == dense["chunks"] > 0
-    assert _query(cli, home, "herons strike fish")[0]["doc_id"] == "docs/birds.md"
+    assert _query(cli, home, "herons strike fish")[0]["doc_id"] == "docs/archive/guide.md"
 
 
 def test_a_deleted_file_is_gone_from_points_catalog_and_partitions(

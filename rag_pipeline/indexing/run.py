@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import gc
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -38,7 +39,7 @@ from rag_pipeline.embedding.image import (
 )
 from rag_pipeline.faults import fault_point
 from rag_pipeline.indexing.points import VectorModels
-from rag_pipeline.manifest import describe_file, needs_indexing
+from rag_pipeline.manifest import SourceFile, describe_file, needs_indexing
 from rag_pipeline.parsing import ParseOptions
 from rag_pipeline.parsing.pool import parse_in_workers, start_parser_server
 from rag_pipeline.stages import DocumentTask, StageFiles, StageMeta, write_parsed_stage
@@ -50,7 +51,15 @@ Metadata = dict[str, Any]
 logger = logging.getLogger(__name__)
 
 _PREVIEW_CHARS = 300
+_LETTERS = re.compile(r"[^\W\d_]")
 _EMBED_SLICE = 2048  # texts looked up and embedded at a time, and written to the cache
+
+
+def document_name(relative_path: str, title: str | None) -> str | None:
+    """What a document's chunks say they come from: its file name, which users choose to say
+    what it is ("ACME_2023_10K"), unless that is a number or code; then its title."""
+    stem = Path(relative_path).stem.replace("_", " ")
+    return stem if len(_LETTERS.findall(stem)) >= 3 else title
 
 
 def parse_options(settings: Settings) -> ParseOptions:
@@ -249,7 +258,7 @@ class Indexer:
                 summary = _ChunkSummary()
                 meta = {"title": parsed.meta.get("title"), "pages": parsed.meta.get("pages")}
                 try:
-                    rows = summary.counted(self._chunk_rows_of(task.doc_id, version, parsed))
+                    rows = summary.counted(self._chunk_rows_of(task.file, parsed))
                     self.stages.write_chunks(task.doc_id, version, rows, meta)
                     error = None if summary.chunks else "no text to index after parsing"
                 except CaptionError as failure:  # a captioner that cannot load fails the document
@@ -261,11 +270,10 @@ class Indexer:
             self.stages.write_chunks(task.doc_id, version, [], {"error": error})
         return report
 
-    def _chunk_rows_of(
-        self, doc_id: str, version: str, parsed: StageMeta
-    ) -> Iterator[dict[str, Any]]:
+    def _chunk_rows_of(self, file: SourceFile, parsed: StageMeta) -> Iterator[dict[str, Any]]:
         """A document's chunk rows as they are made: its text's, then its pictures'."""
         chunking = self.settings.chunking
+        doc_id, version = file.doc_id, file.version
         count = 0
         for chunk in chunk_document(
             self.stages.parsed_elements(doc_id),
@@ -274,6 +282,7 @@ class Indexer:
             counter=self.dense.tokens,
             max_tokens=chunking.max_tokens,
             overlap_tokens=chunking.overlap_tokens,
+            document=document_name(file.relative_path, parsed.meta.get("title")),
         ):
             count += 1
             yield chunk_as_record(chunk)

@@ -24,12 +24,13 @@ from rag_pipeline.parsing.elements import (
     ParseOptions,
 )
 from rag_pipeline.parsing.images import office_pictures, picture_words
+from rag_pipeline.parsing.tables import html_table_text
 
 # unstructured phones home at import and per call unless told not to; set before it is imported.
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
 
-PARSER_VERSION = "office-3"
+PARSER_VERSION = "office-4"
 
 # format → (module under unstructured.partition, function)
 PARTITIONERS: dict[str, tuple[str, str]] = {
@@ -79,6 +80,8 @@ def parse_office(path: Path, file_format: str, options: ParseOptions) -> ParsedD
             continue
         if file_format == "xlsx":
             text = text.replace("\\n", " ")
+        if kind == "table":  # rows as rows, not the cells run together
+            text = html_table_text(getattr(element.metadata, "text_as_html", None) or "") or text
         section = _section_path(element, by_id, file_format)
         if kind == "title":
             section = (*section, text)

@@ -13,6 +13,7 @@ Heuristics, all on PyMuPDF's text blocks:
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections import Counter
@@ -28,6 +29,7 @@ from rag_pipeline.parsing import heartbeat, ocr
 from rag_pipeline.parsing.elements import (
     BBox,
     Element,
+    ElementKind,
     ParsedDocument,
     ParsedImage,
     ParseError,
@@ -37,13 +39,15 @@ from rag_pipeline.parsing.elements import (
 )
 from rag_pipeline.parsing.images import open_picture, pdf_pictures, placement_on_page
 from rag_pipeline.parsing.lines import join_lines
+from rag_pipeline.parsing.pdf_tables import Table, find_tables, page_cells
 
 if TYPE_CHECKING:
     from PIL.Image import Image
 
-PARSER_VERSION = "pdf-3"
+PARSER_VERSION = "pdf-4"
 
 _MARGIN = 0.09  # share of the page height where running headers and footers live
+_EDGE = 0.25  # where they may be when they are the first or last text on the page
 _HEADING_SIZE_RATIO = 1.15
 _MAX_HEADING_LEVELS = 4
 _PAGE_NUMBER = re.compile(
@@ -68,6 +72,7 @@ class _Block:
     bold: bool
     text: str = ""
     boxes: tuple[TextBox, ...] = ()
+    is_table: bool = False
 
     @property
     def width(self) -> float:
@@ -93,10 +98,12 @@ def parse_pdf(path: Path, options: ParseOptions) -> ParsedDocument:
             raise ParseError("the PDF has no pages")
         page_sizes: list[tuple[float, float]] = []
         pages: list[list[_Block]] = []
+        last_table: Table | None = None  # of the previous page: a table may continue
         with _ScanReader(options) as scans:
             for page in doc:
                 page_sizes.append((page.rect.width, page.rect.height))
-                blocks = _read_blocks(page)
+                blocks, tables = _read_blocks(page, last_table)
+                last_table = tables[-1] if tables else None
                 if not blocks and options.ocr_languages and page.get_images():
                     scans.submit(page)
                 pages.append(blocks)
@@ -215,7 +222,8 @@ def _blocks_read_in(
     return blocks
 
 
-def _read_blocks(page: object) -> list[_Block]:
+def _read_blocks(page: object, continued: Table | None) -> tuple[list[_Block], list[Table]]:
+    """The page's blocks, its tables among them (``continued``: see ``find_tables``)."""
     import pymupdf
 
     # Ligatures expanded ("ﬁ" → "fi"); embedded images are not needed for text.
@@ -223,12 +231,15 @@ def _read_blocks(page: object) -> list[_Block]:
     data = page.get_text("dict", flags=flags)  # type: ignore[attr-defined]
     width = page.rect.width  # type: ignore[attr-defined]
     page_number = page.number + 1  # type: ignore[attr-defined]
-    blocks: list[_Block] = []
+    tables = find_tables(page_cells(data), continued)
+    blocks: list[_Block] = [_table_block(page_number, table) for table in tables]
     for raw in data["blocks"]:
         lines: list[_Line] = []
         for line in raw.get("lines", ()):
             spans = line["spans"]
             if not any(span["text"].strip() for span in spans):
+                continue
+            if any(_inside(line["bbox"], table.bbox) for table in tables):
                 continue
             horizontal = abs(line["dir"][1]) < 0.1
             in_side_margin = line["bbox"][2] < 0.08 * width or line["bbox"][0] > 0.92 * width
@@ -242,7 +253,26 @@ def _read_blocks(page: object) -> list[_Block]:
             (size, bold), _ = chars.most_common(1)[0]
             lines.append(_Line(text=text, bbox=tuple(line["bbox"]), size=size, bold=bold))
         blocks.extend(_blocks_split_by_style(page_number, lines))
-    return blocks
+    return blocks, tables
+
+
+def _inside(box: BBox, table: BBox) -> bool:
+    """Whether a line's middle lies within a table's box: the table holds its text."""
+    x, y = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+    return table[0] - 1 <= x <= table[2] + 1 and table[1] - 1 <= y <= table[3] + 1
+
+
+def _table_block(page: int, table: Table) -> _Block:
+    return _Block(
+        page=page,
+        lines=[],
+        bbox=table.bbox,
+        size=0.0,
+        bold=False,
+        text=table.text,
+        boxes=table.boxes,
+        is_table=True,
+    )
 
 
 def _blocks_split_by_style(page: int, lines: list[_Line]) -> list[_Block]:
@@ -273,24 +303,36 @@ def _block(page: int, lines: list[_Line]) -> _Block:
     return _Block(page=page, lines=lines, bbox=bbox, size=size, bold=bold, text=text, boxes=boxes)
 
 
-def _margin_key(block: _Block, page_height: float) -> str | None:
-    """Text of a block in the top or bottom margin, digits ignored, or None elsewhere."""
-    if block.bbox[3] <= _MARGIN * page_height:
-        where = "top"
-    elif block.bbox[1] >= (1 - _MARGIN) * page_height:
-        where = "bottom"
-    else:
+def _margin_key(block: _Block, page_height: float, edge: bool) -> tuple[str, str] | None:
+    """What a running header or footer would repeat: the text of a block in the top or bottom
+    margin, digits ignored (page numbers); of the first or last block on its page, near the
+    margin, the exact text (a company name over every page); None for other blocks."""
+    if block.is_table:
         return None
-    return where + ":" + re.sub(r"\d+", "#", " ".join(block.text.lower().split()))
+    text = " ".join(block.text.lower().split())
+    top, bottom = block.bbox[3] / page_height, block.bbox[1] / page_height
+    if top <= _MARGIN or bottom >= 1 - _MARGIN:
+        return ("top" if top <= _MARGIN else "bottom"), re.sub(r"\d+", "#", text)  # page numbers
+    if edge and (top <= _EDGE or bottom >= 1 - _EDGE):
+        return ("top edge" if top <= _EDGE else "bottom edge"), text
+    return None
 
 
 def _drop_running_headers_and_footers(
     pages: list[list[_Block]], page_sizes: list[tuple[float, float]]
 ) -> None:
-    keys_per_page = [
-        {id(block): _margin_key(block, height) for block in blocks}
-        for blocks, (_, height) in zip(pages, page_sizes, strict=True)
-    ]
+    """Drop what repeats in the same place on many pages (a company name above every page,
+    wherever the margin is), and bare page numbers."""
+    keys_per_page: list[dict[int, tuple[str, str] | None]] = []
+    for blocks, (_, height) in zip(pages, page_sizes, strict=True):
+        edges = (
+            {id(min(blocks, key=lambda b: b.bbox[1])), id(max(blocks, key=lambda b: b.bbox[3]))}
+            if len(blocks) >= 4  # on a page of a few blocks, the first and last are its text
+            else set()
+        )
+        keys_per_page.append(
+            {id(block): _margin_key(block, height, id(block) in edges) for block in blocks}
+        )
     counts = Counter(key for keys in keys_per_page for key in set(keys.values()) if key)
     repeated = max(3, int(0.4 * len(pages)))
     for blocks, keys in zip(pages, keys_per_page, strict=True):
@@ -298,8 +340,13 @@ def _drop_running_headers_and_footers(
             block
             for block in blocks
             if not (key := keys[id(block)])
-            or (counts[key] < repeated and not _PAGE_NUMBER.match(key.split(":", 1)[1]))
+            or (counts[key] < repeated and not _is_page_number(key[1]))
         ]
+
+
+def _is_page_number(text: str) -> bool:
+    """ "12", "Page 3 of 10", "xiv", "第 5 页"."""
+    return bool(_PAGE_NUMBER.match(re.sub(r"\d+", "#", text.strip().lower())))
 
 
 def _reading_order(blocks: list[_Block], page_width: float) -> list[_Block]:
@@ -371,30 +418,59 @@ def _columns(blocks: list[_Block], page_width: float) -> list[tuple[float, float
 
 
 def _heading_levels(blocks: list[_Block]) -> dict[int, int]:
-    """Heading level per block index: larger type ranks higher; bold at body size ranks last."""
+    """Heading level per block index: larger type ranks higher; bold at body size, and a
+    table's caption, rank last; a table's caption that opens its page ranks first."""
     sizes = Counter[float]()
     for block in blocks:
-        sizes[block.size] += len(block.text)
+        if not block.is_table:
+            sizes[block.size] += len(block.text)
     if not sizes:
         return {}
     body = sizes.most_common(1)[0][0]
     candidates: dict[int, float] = {}
     for index, block in enumerate(blocks):
-        text = block.text.strip()
-        short = len(block.lines) <= 3 and len(text) <= 160 and len(text.split()) <= 20
-        if not short or not any(ch.isalpha() for ch in text) or _PAGE_NUMBER.match(text):
-            continue
-        if text.endswith((".", ",", ";", ":")) and not re.match(r"^[\dIVX.]+\s", text):
+        if not _title_like(block):
             continue
         if block.size >= body * _HEADING_SIZE_RATIO:
             candidates[index] = block.size
         elif block.bold and block.size >= body * 0.95 and len(block.lines) <= 2:
             candidates[index] = body  # ranks below every larger size
+    for index in _table_captions(blocks):
+        page_title = index == 0 or blocks[index - 1].page != blocks[index].page
+        # A statement's title heading its page starts a section of its own, at the top level.
+        candidates[index] = math.inf if page_title else candidates.get(index, body)
     ranked = sorted(set(candidates.values()), reverse=True)[:_MAX_HEADING_LEVELS]
     return {
         index: ranked.index(size) + 1 if size in ranked else len(ranked)
         for index, size in candidates.items()
     }
+
+
+def _title_like(block: _Block) -> bool:
+    text = block.text.strip()
+    short = len(block.lines) <= 3 and len(text) <= 160 and len(text.split()) <= 20
+    if block.is_table or not short or not any(ch.isalpha() for ch in text):
+        return False
+    if _is_page_number(text) or (text.startswith("(") and text.endswith(")")):
+        return False
+    return not text.endswith((".", ",", ";", ":")) or bool(re.match(r"^[\dIVX.]+\s", text))
+
+
+def _table_captions(blocks: list[_Block]) -> Iterable[int]:
+    """For each table, the nearest title-like block above it on its page ("Consolidated
+    Statements of Cash Flows"), over notes such as "($ in millions)": the table's heading."""
+    for index, block in enumerate(blocks):
+        if not block.is_table:
+            continue
+        for above in range(index - 1, max(index - 4, -1), -1):
+            candidate = blocks[above]
+            if candidate.page != block.page or candidate.is_table:
+                break
+            if candidate.text.lstrip().startswith(("(", "$", "[")):  # "($ in millions)"
+                continue
+            if _title_like(candidate):
+                yield above
+            break
 
 
 def _elements_with_sections(blocks: list[_Block]) -> list[Element]:
@@ -410,10 +486,11 @@ def _elements_with_sections(blocks: list[_Block]) -> list[Element]:
             while path and path[-1][0] >= level:
                 path.pop()
             path.append((level, text))
+        kind: ElementKind = "title" if level is not None else "paragraph"
         elements.append(
             Element(
                 text=block.text,
-                kind="title" if level is not None else "paragraph",
+                kind="table" if block.is_table else kind,
                 page=block.page,
                 bbox=block.bbox,
                 section=tuple(title for _, title in path),
@@ -424,11 +501,11 @@ def _elements_with_sections(blocks: list[_Block]) -> list[Element]:
 
 
 def _document_title(metadata_title: str | None, elements: list[Element]) -> str | None:
-    if (
-        metadata_title
-        and len(metadata_title.strip()) > 3
-        and "untitled" not in metadata_title.lower()
-    ):
-        return metadata_title.strip()
-    first_page_titles = [e for e in elements if e.kind == "title" and e.page == 1]
-    return first_page_titles[0].text if first_page_titles else None
+    """The metadata's title when it is one (not a filing number, not the converter's
+    "Microsoft Word - draft.docx"), else the first heading of page 1."""
+    title = (metadata_title or "").strip()
+    letters = sum(ch.isalpha() for ch in title)
+    if title.startswith("Microsoft Word - ") or letters < 3 or "untitled" in title.lower():
+        first_page_titles = [e for e in elements if e.kind == "title" and e.page == 1]
+        return first_page_titles[0].text if first_page_titles else None
+    return title

@@ -1,3 +1,4 @@
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,66 @@ def test_html_is_parsed_offline(tmp_path: Path) -> None:
     elements = read_document(path).elements
     assert elements[0].kind == "title" and elements[0].text == "Solar power"
     assert elements[1].section == ("Solar power",)
+
+
+SALES = [["Region", "2023", "2022"], ["North", "1,200", "1,100"], ["South", "900", "950"]]
+SALES_ROWS = ["Region | 2023 | 2022", "North | 2023: 1,200 | 2022: 1,100"]
+
+
+def _docx_table(path: Path) -> Path:
+    return docx_file(path, {"Quarterly results": ["Sales by region."]}, table=SALES)
+
+
+def _xlsx_table(path: Path) -> Path:
+    from openpyxl import Workbook
+
+    book = Workbook()
+    sheet = book.active
+    sheet.title = "Sales"
+    for row in SALES:
+        sheet.append(row)
+    book.save(path)
+    return path
+
+
+def _pptx_table(path: Path) -> Path:
+    from pptx import Presentation
+    from pptx.util import Pt
+
+    deck = Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[5])
+    slide.shapes.title.text = "Quarterly results"
+    table = slide.shapes.add_table(3, 3, Pt(50), Pt(150), Pt(400), Pt(120)).table
+    for i, row in enumerate(SALES):
+        for j, value in enumerate(row):
+            table.cell(i, j).text = value
+    deck.save(path)
+    return path
+
+
+def _html_table(path: Path) -> Path:
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{value}</td>" for value in row) + "</tr>" for row in SALES
+    )
+    path.write_text(
+        f"<html><body><h1>Quarterly results</h1><table>{rows}</table></body></html>",
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("name", "write"),
+    [
+        ("sales.docx", _docx_table),
+        ("sales.xlsx", _xlsx_table),
+        ("sales.pptx", _pptx_table),
+        ("sales.html", _html_table),
+    ],
+)
+def test_office_table_rows_keep_their_label_with_their_values_and_headers(
+    tmp_path: Path, name: str, write: Callable[[Path], Path]
+) -> None:
+    elements = read_document(write(tmp_path / name)).elements
+    (table,) = [e for e in elements if e.kind == "table"]
+    assert table.text.splitlines()[:2] == SALES_ROWS
