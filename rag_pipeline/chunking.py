@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rag_pipeline import ids
@@ -35,6 +36,7 @@ _SENTENCE_END = re.compile(
     r"|(?<=[。！？；…])['\"”’）」』]*\s*"
     r"|(?<=[.!?])['\"”’)\]]*\s*(?=[\u3400-\u9fff])"
 )
+_WORD = re.compile(r"[^\W\d_]{4,}")  # four letters or more: a name, not a code like DEV_0
 _ABBREVIATION = re.compile(
     r"(\b(e\.g|i\.e|etc|vs|cf|al|Fig|Figs|Eq|Eqs|No|Nos|Dr|Mr|Mrs|Ms|Prof|St|Inc|Ltd|Co|Jr|Sr|"
     r"approx|Vol|pp|Sec|Ch)|\b[A-Z])\.$"
@@ -81,6 +83,13 @@ class _Piece:
     end: int
     tokens: int
     text: str = field(default="")
+
+
+def document_name(relative_path: str, title: str | None) -> str | None:
+    """What a document's chunks say they come from: its file name, which users choose to say
+    what it is ("ACME_2023_10K"), unless that is a number or a code; then its title."""
+    stem = Path(relative_path).stem.replace("_", " ")
+    return stem if _WORD.search(stem) else title
 
 
 def chunk_document(
@@ -152,23 +161,27 @@ class _Headers:
         self._counter = counter
         self._most = most_tokens
         self._document = " ".join(document.split()) if document else ""
-        self._lines: dict[tuple[str, ...], tuple[str, int]] = {}
+        self._lines: dict[tuple[tuple[str, ...], bool], tuple[str, int]] = {}
 
     def _of(self, element: Element) -> tuple[str, int]:
         section = () if element.kind == "title" else element.section
-        if section not in self._lines:
-            self._lines[section] = self._fitted(section)
-        return self._lines[section]
+        # A document whose outermost heading is its name (a paper's title) is not named twice.
+        named = bool(element.section) and (
+            " ".join(element.section[0].split()).casefold() == self._document.casefold()
+        )
+        key = (section, named)
+        if key not in self._lines:
+            self._lines[key] = self._fitted(
+                section, [] if named or not self._document else [self._document]
+            )
+        return self._lines[key]
 
-    def _fitted(self, section: tuple[str, ...]) -> tuple[str, int]:
+    def _fitted(self, section: tuple[str, ...], document: list[str]) -> tuple[str, int]:
         """(line, its tokens): sections below the document's name dropped from the outside
         until it is short enough, then the name too; the innermost cut after its last whole
         word that fits when even it is too long (a long paper title: its first words still say
         what the chunk is about)."""
         names = [" ".join(part.split()) for part in section]
-        document = [self._document] if self._document else []
-        if names and document and names[0].casefold() == document[0].casefold():
-            document = []
         shortened = [document + names[start:] for start in range(len(names))]
         for parts in [*shortened, names[-1:]] if names else [document]:
             if not parts:

@@ -2,7 +2,7 @@ from functools import cache
 
 import pytest
 
-from rag_pipeline.chunking import chunk_document
+from rag_pipeline.chunking import chunk_document, document_name
 from rag_pipeline.config import EmbeddingSettings
 from rag_pipeline.embedding.dense import TokenCounter
 from rag_pipeline.embedding.models import load_dense_tokenizer
@@ -135,3 +135,37 @@ def test_a_title_too_long_to_head_every_chunk_heads_them_with_its_first_words() 
     assert title.startswith(first_line + " ")  # cut after a whole word
     assert all(c.text.startswith(first_line + "\nSentence") for c in chunks[1:])
     assert all(c.token_count + counter().special_tokens <= 128 for c in chunks)
+
+
+def test_a_document_named_like_its_outermost_heading_is_not_named_twice() -> None:
+    elements = [
+        Element(text="Heron feeding", kind="title", section=("Heron feeding",)),
+        Element(text="Herons strike fish. " * 30, kind="paragraph", section=("Heron feeding",)),
+    ]
+    chunks = list(
+        chunk_document(
+            elements,
+            doc_id="d",
+            version="v",
+            counter=counter(),
+            max_tokens=64,
+            overlap_tokens=8,
+            document="heron feeding",
+        )
+    )
+    assert chunks[0].text.startswith("Heron feeding\nHerons strike")
+    assert all(c.text.startswith("Heron feeding\n") for c in chunks[1:])
+
+
+@pytest.mark.parametrize(
+    ("path", "title", "name"),
+    [
+        ("reports/ACME_2023_10K.pdf", "UNITED STATES", "ACME 2023 10K"),
+        ("corpus/4983.md", "Microstructural development", "Microstructural development"),
+        ("corpus/DEV_0.md", "战国无双3", "战国无双3"),
+    ],
+)
+def test_chunks_name_their_document_by_file_name_unless_it_is_a_code(
+    path: str, title: str, name: str
+) -> None:
+    assert document_name(path, title) == name

@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import gc
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -22,7 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from rag_pipeline.catalog import Catalog, CollectionRecord
-from rag_pipeline.chunking import Chunk, chunk_as_record, chunk_document, picture_chunks
+from rag_pipeline.chunking import (
+    Chunk,
+    chunk_as_record,
+    chunk_document,
+    document_name,
+    picture_chunks,
+)
 from rag_pipeline.config import Settings
 from rag_pipeline.embedding import (
     DenseEncoder,
@@ -51,15 +56,7 @@ Metadata = dict[str, Any]
 logger = logging.getLogger(__name__)
 
 _PREVIEW_CHARS = 300
-_LETTERS = re.compile(r"[^\W\d_]")
 _EMBED_SLICE = 2048  # texts looked up and embedded at a time, and written to the cache
-
-
-def document_name(relative_path: str, title: str | None) -> str | None:
-    """What a document's chunks say they come from: its file name, which users choose to say
-    what it is ("ACME_2023_10K"), unless that is a number or code; then its title."""
-    stem = Path(relative_path).stem.replace("_", " ")
-    return stem if len(_LETTERS.findall(stem)) >= 3 else title
 
 
 def parse_options(settings: Settings) -> ParseOptions:
