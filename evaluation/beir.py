@@ -4,7 +4,8 @@ The corpus becomes one Markdown file per entry (``# title`` then the text) in a 
 ``<home>/eval/<dataset>``, and is indexed by the same incremental run as any folder (so a second
 evaluation re-indexes nothing, and a chunking or model change re-indexes what it affects).
 Every query goes through the chat page's retrieval code (``Retriever.search`` and
-``Retriever.rank``); one search serves every method:
+``Retriever.rank``); one search serves every method (``harness.rank_every_method``, shared
+with the page-level evaluation of ``evaluation.pages``):
 
 - ``dense``, ``bm25`` (``splade`` when configured): each ranking alone;
 - ``hybrid rrf``, ``hybrid dbsf``, ``hybrid minmax``: the fusions, each on the first
@@ -18,29 +19,30 @@ the page's whole retrieval (``Retriever.retrieve``), measured per query.
 
 from __future__ import annotations
 
-import json
-import statistics
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import quote
 
+from evaluation.harness import (
+    DatasetError,
+    configured_method,
+    format_latency,
+    index_in_scratch,
+    json_lines,
+    latency_summary,
+    rank_every_method,
+)
 from evaluation.metrics import Qrels, evaluate
-from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import Settings
-from rag_pipeline.indexing.incremental import index_once
-from rag_pipeline.store.schema import Hit, NearestHits
+from rag_pipeline.store.schema import Hit
 from serving.rerank import load_reranker
 from serving.retrieval import Candidate, Retriever, live_index
 
-FUSIONS: tuple[Literal["rrf", "dbsf", "minmax"], ...] = ("rrf", "dbsf", "minmax")
+__all__ = ["Dataset", "DatasetError", "Report", "format_report", "load_beir", "run_evaluation"]
+
 _DEPTH = 200  # chunks per ranking: enough to rank 100 documents for Recall@100
-
-
-class DatasetError(ValueError):
-    """The folder is not a usable BEIR-layout dataset; the message says what is wrong."""
 
 
 @dataclass
@@ -105,17 +107,10 @@ def load_beir(folder: Path, split: str = "test") -> Dataset:
 
 
 def _json_lines(path: Path) -> Iterable[dict[str, Any]]:
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise DatasetError(f"{path}:{number}: not JSON ({error.msg})") from error
-            if "_id" not in row:
-                raise DatasetError(f"{path}:{number}: no _id")
-            yield row
+    for number, row in json_lines(path):
+        if "_id" not in row:
+            raise DatasetError(f"{path}:{number}: no _id")
+        yield row
 
 
 def write_corpus(dataset: Dataset, folder: Path) -> dict[str, str]:
@@ -141,69 +136,25 @@ def run_evaluation(settings: Settings, folder: Path, split: str = "test") -> Rep
     scratch = settings.home / "eval" / dataset.name
     corpus_folder = scratch / "corpus"
     names = write_corpus(dataset, corpus_folder)
-    scratch_settings = settings.in_home(scratch, [corpus_folder])
-    indexed = index_once(scratch_settings, trigger="eval")
-    if not indexed.succeeded:
-        raise DatasetError("indexing the corpus failed; see the error above")
-    with Catalog(scratch_settings) as catalog:
-        live = catalog.live_collection()
-        records = catalog.documents(live.name) if live else {}
+    indexed = index_in_scratch(settings, scratch, [corpus_folder])
     label = corpus_folder.name
     beir_ids = {f"{label}/{name}": doc_id for name, doc_id in names.items()}
 
-    with live_index(scratch_settings) as (live_settings, store):
+    def documents(hits: list[Hit] | list[Candidate]) -> list[str]:
+        return _documents(hits, beir_ids)
+
+    with live_index(indexed.settings) as (live_settings, store):
         retriever = Retriever(live_settings, store, load_reranker(live_settings))
-        rankings, latencies = _rank_every_method(retriever, dataset, beir_ids)
-    config = scratch_settings.retrieval
-    configured = f"hybrid {config.fusion}" + (" + rerank" if retriever.reranker else "")
-    latencies.sort()
+        rankings, latencies = rank_every_method(retriever, dataset.queries, documents, depth=_DEPTH)
     return Report(
         dataset=dataset.name,
-        documents=len(records),
-        chunks=sum(record.chunks for record in records.values()),
+        documents=indexed.documents,
+        chunks=indexed.chunks,
         index_seconds=indexed.seconds,
         methods={method: evaluate(ranked, dataset.qrels) for method, ranked in rankings.items()},
-        configured=configured,
-        latency_ms={
-            "p50": round(statistics.median(latencies), 1),
-            "p95": round(latencies[int(0.95 * (len(latencies) - 1))], 1),
-        },
+        configured=configured_method(retriever),
+        latency_ms=latency_summary(latencies),
     )
-
-
-def _rank_every_method(
-    retriever: Retriever, dataset: Dataset, beir_ids: dict[str, str]
-) -> tuple[dict[str, dict[str, list[str]]], list[float]]:
-    config = retriever.settings.retrieval
-    sparse_name = "splade" if retriever.settings.embedding.splade_model else "bm25"
-    rankings: dict[str, dict[str, list[str]]] = {}
-    latencies: list[float] = []
-
-    def record(method: str, query_id: str, ranked: list[str]) -> None:
-        rankings.setdefault(method, {})[query_id] = ranked
-
-    for query_id, text in dataset.queries.items():
-        if not text.strip():  # nothing to search for: it retrieves nothing (and scores zero)
-            continue
-        started = time.perf_counter()
-        retriever.retrieve(text)
-        latencies.append((time.perf_counter() - started) * 1000)
-        nearest = retriever.search(text, limit=max(_DEPTH, config.prefetch))
-        record("dense", query_id, _documents(nearest.dense, beir_ids))
-        record(sparse_name, query_id, _documents(nearest.sparse, beir_ids))
-        prefetched = NearestHits(
-            nearest.dense[: config.prefetch], nearest.sparse[: config.prefetch]
-        )
-        for fusion in FUSIONS:
-            variant = config.model_copy(update={"fusion": fusion})
-            fused, _ = retriever.rank(
-                text, prefetched, keep=config.top_k, fusion=variant, rerank=False
-            )
-            record(f"hybrid {fusion}", query_id, _documents(fused, beir_ids))
-        if retriever.reranker is not None:
-            reranked, _ = retriever.rank(text, prefetched, keep=config.top_k)
-            record(f"hybrid {config.fusion} + rerank", query_id, _documents(reranked, beir_ids))
-    return rankings, latencies
 
 
 def _documents(hits: list[Hit] | list[Candidate], beir_ids: dict[str, str]) -> list[str]:
@@ -228,8 +179,5 @@ def format_report(report: Report) -> str:
             f"{method:<24} {metrics['ndcg@10']:>8.4f} {metrics['recall@100']:>11.4f} "
             f"{metrics['mrr@10']:>8.4f}{mark}"
         )
-    lines.append(
-        f"query latency (the page's retrieval, query embedding included): "
-        f"p50 {report.latency_ms['p50']} ms, p95 {report.latency_ms['p95']} ms"
-    )
+    lines.append(format_latency(report.latency_ms))
     return "\n".join(lines)

@@ -9,14 +9,24 @@
 A ranking is a list of document ids, best first, each at most once (ties must already be broken:
 evaluation code sorts by score, then by id). Queries without any relevant document are left out
 of the means, as BEIR leaves out queries missing from the qrels.
+
+Page-level evidence (``evaluation.pages``) ranks pages, each a (document, page) unit:
+
+- page-hit@k: 1 when one of the query's evidence pages is among the first k units, else 0;
+- doc-hit@k: 1 when a page of an evidence document is among the first k units;
+- MRR@k as above, over pages: 1 / rank of the first evidence page.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
+from typing import TypeVar
 
 Qrels = Mapping[str, Mapping[str, int]]  # query id → document id → graded relevance
+PageUnit = tuple[str, int]  # (document name, 1-based page number)
+Unit = TypeVar("Unit", bound=Hashable)
+PAGE_METRICS = ("page-hit@1", "page-hit@5", "page-hit@10", "doc-hit@5", "mrr@10")
 
 
 def ndcg_at(ranking: Sequence[str], relevance: Mapping[str, int], k: int) -> float:
@@ -35,7 +45,7 @@ def recall_at(ranking: Sequence[str], relevance: Mapping[str, int], k: int) -> f
     return len(relevant.intersection(ranking[:k])) / len(relevant)
 
 
-def mrr_at(ranking: Sequence[str], relevance: Mapping[str, int], k: int) -> float:
+def mrr_at(ranking: Sequence[Unit], relevance: Mapping[Unit, int], k: int) -> float:
     for rank, doc in enumerate(ranking[:k], 1):
         if relevance.get(doc, 0) > 0:
             return 1.0 / rank
@@ -62,3 +72,28 @@ def evaluate(rankings: Mapping[str, Sequence[str]], qrels: Qrels) -> dict[str, f
 def rank_by_score(scores: Mapping[str, float]) -> list[str]:
     """Document ids by score, highest first; equal scores in id order (deterministic)."""
     return [doc for doc, _ in sorted(scores.items(), key=lambda item: (-item[1], item[0]))]
+
+
+def hit_at(ranking: Sequence[Unit], relevant: Collection[Unit], k: int) -> float:
+    """1.0 when any of ``relevant`` is among the first ``k`` of ``ranking``, else 0.0."""
+    return 1.0 if any(unit in relevant for unit in ranking[:k]) else 0.0
+
+
+def evaluate_pages(
+    rankings: Mapping[str, Sequence[PageUnit]], evidence: Mapping[str, Collection[PageUnit]]
+) -> dict[str, float]:
+    """Mean page-hit@1/5/10, doc-hit@5 and MRR@10 over the queries with evidence.
+
+    A query with evidence and no ranking (nothing retrieved) counts as zero.
+    """
+    judged = [query for query, pages in evidence.items() if pages]
+    totals = dict.fromkeys(PAGE_METRICS, 0.0)
+    for query in judged:
+        ranking, pages = rankings.get(query, []), evidence[query]
+        documents = {document for document, _ in pages}
+        for k in (1, 5, 10):
+            totals[f"page-hit@{k}"] += hit_at(ranking, pages, k)
+        totals["doc-hit@5"] += hit_at([document for document, _ in ranking], documents, 5)
+        totals["mrr@10"] += mrr_at(ranking, dict.fromkeys(pages, 1), 10)
+    count = max(len(judged), 1)
+    return {name: value / count for name, value in totals.items()} | {"queries": len(judged)}

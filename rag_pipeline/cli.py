@@ -97,11 +97,15 @@ def _parser() -> argparse.ArgumentParser:
     evaluation = command(
         "eval",
         _eval,
-        "Measure retrieval quality on a BEIR-layout dataset (corpus.jsonl, queries.jsonl, "
-        "qrels/), indexed through the real pipeline into <home>/eval/<dataset>.",
+        "Measure retrieval quality on a dataset indexed through the real pipeline into "
+        "<home>/eval/<dataset>: a PDF question set (questions.jsonl and pdfs/: pages with "
+        "the evidence found, against a page-unit baseline) or a BEIR-layout one "
+        "(corpus.jsonl, queries.jsonl, qrels/).",
     )
     evaluation.add_argument("dataset", type=Path, metavar="DATASET_DIR")
-    evaluation.add_argument("--split", default="test", help="qrels/<split>.tsv (default test)")
+    evaluation.add_argument(
+        "--split", default="test", help="BEIR: qrels/<split>.tsv (default test)"
+    )
     evaluation.add_argument("--json", action="store_true", help="print JSON keyed by method")
 
     serve = command("serve", _serve, "Serve the chat page and the search API on this home.")
@@ -294,19 +298,27 @@ def _query(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from evaluation.beir import DatasetError, format_report, run_evaluation
+    from evaluation import beir, pages
+    from evaluation.harness import DatasetError
     from rag_pipeline.store import StoreError
     from serving.rerank import RerankError
+    from serving.retrieval import QueryError
 
     settings = _settings(args)
+    if not args.dataset.is_dir():
+        raise UserError(f"not a folder: {args.dataset}")
     try:
-        report = run_evaluation(settings, args.dataset, args.split)
-    except (DatasetError, StoreError, RerankError) as error:
+        if pages.is_page_dataset(args.dataset):
+            if args.split != "test":
+                raise UserError("--split is for BEIR datasets; a PDF question set has none")
+            page_report = pages.run_page_evaluation(settings, args.dataset)
+            as_json, table = page_report.as_json(), pages.format_page_report(page_report)
+        else:
+            report = beir.run_evaluation(settings, args.dataset, args.split)
+            as_json, table = report.as_json(), beir.format_report(report)
+    except (DatasetError, StoreError, RerankError, QueryError) as error:
         raise UserError(str(error)) from error
-    if args.json:
-        print(json.dumps(report.as_json(), indent=2))
-    else:
-        print(format_report(report))
+    print(json.dumps(as_json, indent=2) if args.json else table)
     return 0
 
 

@@ -1,0 +1,167 @@
+"""What every ``rag-pipeline eval`` shares, whatever the dataset's layout.
+
+- a scratch home, ``<home>/eval/<dataset>``, indexed by the same incremental run as any folder
+  (:func:`index_in_scratch`);
+- one search per query serving every method (:func:`rank_every_method`): the chat page's
+  retrieval code (``Retriever.search`` and ``Retriever.rank``) gives each method's chunks, and a
+  function given by the dataset's evaluation turns them into the units it scores (BEIR
+  documents, PDF pages);
+- the query latency of the page's whole retrieval (``Retriever.retrieve``), per query.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import statistics
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from rag_pipeline.catalog import Catalog
+from rag_pipeline.config import Settings
+from rag_pipeline.indexing.incremental import index_once
+from rag_pipeline.store.schema import Hit, NearestHits
+from serving.retrieval import Candidate, Retriever
+
+FUSIONS: tuple[Literal["rrf", "dbsf", "minmax"], ...] = ("rrf", "dbsf", "minmax")
+
+logger = logging.getLogger("rag_pipeline.evaluation")
+
+Unit = TypeVar("Unit")
+# A method's chunks, best first, as the units an evaluation scores (each at most once).
+UnitsOf = Callable[[list[Hit] | list[Candidate]], list[Unit]]
+
+
+class DatasetError(ValueError):
+    """The folder is not a usable dataset; the message says what is wrong."""
+
+
+def json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line; a line that is not a JSON object is a
+    :class:`DatasetError` naming ``path:line``."""
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise DatasetError(f"{path}:{number}: not JSON ({error.msg})") from error
+            if not isinstance(row, dict):
+                raise DatasetError(f"{path}:{number}: not a JSON object")
+            yield number, row
+
+
+@dataclass(frozen=True, slots=True)
+class ScratchIndex:
+    settings: Settings  # the scratch home's
+    seconds: float  # the indexing pass
+    documents: int
+    chunks: int
+    failed: dict[str, str]  # documents that could not be indexed → why
+
+
+def index_in_scratch(settings: Settings, scratch: Path, sources: list[Path]) -> ScratchIndex:
+    """Index ``sources`` (watched in place) into the scratch home ``scratch``, incrementally.
+
+    The scratch home has this home's stored settings, so it chunks and embeds as this home does.
+    """
+    scratch_settings = settings.in_home(scratch, sources)
+    indexed = index_once(scratch_settings, trigger="eval")
+    if not indexed.succeeded:
+        raise DatasetError("indexing the dataset failed; see the error above")
+    for doc_id, reason in indexed.failed.items():
+        logger.warning("not indexed, so never found: %s: %s", doc_id, reason)
+    with Catalog(scratch_settings) as catalog:
+        live = catalog.live_collection()
+        records = catalog.documents(live.name) if live else {}
+    return ScratchIndex(
+        settings=scratch_settings,
+        seconds=indexed.seconds,
+        documents=sum(record.state == "indexed" for record in records.values()),
+        chunks=sum(record.chunks for record in records.values()),
+        failed={
+            doc_id: record.error or "unknown reason"
+            for doc_id, record in records.items()
+            if record.state != "indexed"
+        },
+    )
+
+
+def sparse_method(retriever: Retriever) -> str:
+    return "splade" if retriever.settings.embedding.splade_model else "bm25"
+
+
+def configured_method(retriever: Retriever) -> str:
+    """The method the chat page uses."""
+    fusion = retriever.settings.retrieval.fusion
+    return f"hybrid {fusion}" + (" + rerank" if retriever.reranker else "")
+
+
+def rank_every_method(
+    retriever: Retriever,
+    queries: Mapping[str, str],
+    units_of: UnitsOf[Unit],
+    *,
+    depth: int,
+) -> tuple[dict[str, dict[str, list[Unit]]], list[float]]:
+    """(method → query id → ranked units, the page's retrieval latency per query in ms).
+
+    One search of ``depth`` chunks per ranking serves every method: ``dense`` and ``bm25`` (or
+    ``splade``) alone; ``hybrid <fusion>`` for each fusion, on the first ``retrieval.prefetch``
+    of both rankings as the page fuses them; ``hybrid <fusion> + rerank`` for the configured
+    fusion when a reranker is configured. A blank query retrieves nothing (it scores zero).
+    """
+    config = retriever.settings.retrieval
+    sparse_name = sparse_method(retriever)
+    rankings: dict[str, dict[str, list[Unit]]] = {}
+    latencies: list[float] = []
+
+    def record(method: str, query_id: str, ranked: list[Unit]) -> None:
+        rankings.setdefault(method, {})[query_id] = ranked
+
+    for query_id, text in queries.items():
+        if not text.strip():
+            continue
+        started = time.perf_counter()
+        retriever.retrieve(text)
+        latencies.append((time.perf_counter() - started) * 1000)
+        nearest = retriever.search(text, limit=max(depth, config.prefetch))
+        record("dense", query_id, units_of(nearest.dense))
+        record(sparse_name, query_id, units_of(nearest.sparse))
+        prefetched = NearestHits(
+            nearest.dense[: config.prefetch], nearest.sparse[: config.prefetch]
+        )
+        for fusion in FUSIONS:
+            variant = config.model_copy(update={"fusion": fusion})
+            fused, _ = retriever.rank(
+                text, prefetched, keep=config.top_k, fusion=variant, rerank=False
+            )
+            record(f"hybrid {fusion}", query_id, units_of(fused))
+        if retriever.reranker is not None:
+            reranked, _ = retriever.rank(text, prefetched, keep=config.top_k)
+            record(f"hybrid {config.fusion} + rerank", query_id, units_of(reranked))
+    return rankings, latencies
+
+
+def latency_summary(latencies: list[float]) -> dict[str, float]:
+    """p50 and p95 in ms (nearest rank), empty when no query ran."""
+    if not latencies:
+        return {}
+    ordered = sorted(latencies)
+    return {
+        "p50": round(statistics.median(ordered), 1),
+        "p95": round(ordered[int(0.95 * (len(ordered) - 1))], 1),
+    }
+
+
+def format_latency(latency_ms: Mapping[str, float]) -> str:
+    if not latency_ms:
+        return "query latency: no query ran"
+    return (
+        "query latency (the page's retrieval, query embedding included): "
+        f"p50 {latency_ms['p50']} ms, p95 {latency_ms['p95']} ms"
+    )
