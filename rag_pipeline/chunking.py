@@ -23,7 +23,7 @@ from rag_pipeline.batching import batched
 from rag_pipeline.language import detect_language
 
 # Bump when chunks come out differently for the same elements and settings: it re-indexes.
-CHUNKER_VERSION = "chunks-4"
+CHUNKER_VERSION = "chunks-5"
 
 if TYPE_CHECKING:
     from rag_pipeline.embedding.dense import TokenCounter
@@ -36,7 +36,8 @@ _SENTENCE_END = re.compile(
     r"|(?<=[。！？；…])['\"”’）」』]*\s*"
     r"|(?<=[.!?])['\"”’)\]]*\s*(?=[\u3400-\u9fff])"
 )
-_WORD = re.compile(r"[^\W\d_]{4,}")  # four letters or more: a name, not a code like DEV_0
+_LETTER = re.compile(r"[^\W\d_]")
+_WORD = re.compile(r"[^\W\d_]{4,}")  # four letters or more
 _ABBREVIATION = re.compile(
     r"(\b(e\.g|i\.e|etc|vs|cf|al|Fig|Figs|Eq|Eqs|No|Nos|Dr|Mr|Mrs|Ms|Prof|St|Inc|Ltd|Co|Jr|Sr|"
     r"approx|Vol|pp|Sec|Ch)|\b[A-Z])\.$"
@@ -87,9 +88,11 @@ class _Piece:
 
 def document_name(relative_path: str, title: str | None) -> str | None:
     """What a document's chunks say they come from: its file name, which users choose to say
-    what it is ("ACME_2023_10K"), unless that is a number or a code; then its title."""
+    what it is ("ACME_2023_10K", "3M_2018_10K"), unless that is a number or a code ("4983",
+    "DEV_0"); then its title."""
     stem = Path(relative_path).stem.replace("_", " ")
-    return stem if _WORD.search(stem) else title
+    lettered = [part for part in re.split(r"[\s.-]+", stem) if _LETTER.search(part)]
+    return stem if _WORD.search(stem) or len(lettered) >= 2 else title
 
 
 def chunk_document(
@@ -161,29 +164,33 @@ class _Headers:
         self._counter = counter
         self._most = most_tokens
         self._document = " ".join(document.split()) if document else ""
-        self._lines: dict[tuple[tuple[str, ...], bool], tuple[str, int]] = {}
+        self._lines: dict[tuple[tuple[str, ...], str], tuple[str, int]] = {}
 
     def _of(self, element: Element) -> tuple[str, int]:
-        section = () if element.kind == "title" else element.section
-        # A document whose outermost heading is its name (a paper's title) is not named twice.
-        named = bool(element.section) and (
-            " ".join(element.section[0].split()).casefold() == self._document.casefold()
-        )
-        key = (section, named)
+        section = tuple(" ".join(part.split()) for part in element.section)
+        document = self._document
+        # A document whose outermost heading is its name (a paper's title) is named once, as
+        # the heading spells it.
+        if section and document and section[0].casefold() == document.casefold():
+            document, section = section[0], section[1:]
+            if element.kind == "title" and not section:  # the heading is that name
+                return "", 0
+        if element.kind == "title":  # a chunk that starts at a heading holds it already
+            section = ()
+        key = (section, document)
         if key not in self._lines:
-            self._lines[key] = self._fitted(
-                section, [] if named or not self._document else [self._document]
-            )
+            self._lines[key] = self._fitted(section, document)
         return self._lines[key]
 
-    def _fitted(self, section: tuple[str, ...], document: list[str]) -> tuple[str, int]:
+    def _fitted(self, section: tuple[str, ...], document: str) -> tuple[str, int]:
         """(line, its tokens): sections below the document's name dropped from the outside
         until it is short enough, then the name too; the innermost cut after its last whole
         word that fits when even it is too long (a long paper title: its first words still say
         what the chunk is about)."""
-        names = [" ".join(part.split()) for part in section]
-        shortened = [document + names[start:] for start in range(len(names))]
-        for parts in [*shortened, names[-1:]] if names else [document]:
+        names = list(section)
+        named = [document] if document else []
+        shortened = [named + names[start:] for start in range(len(names))]
+        for parts in [*shortened, names[-1:]] if names else [named]:
             if not parts:
                 continue
             candidate = " › ".join(parts)

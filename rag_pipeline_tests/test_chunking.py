@@ -162,6 +162,7 @@ def test_a_document_named_like_its_outermost_heading_is_not_named_twice() -> Non
     [
         ("reports/ACME_2023_10K.pdf", "UNITED STATES", "ACME 2023 10K"),
         ("corpus/4983.md", "Microstructural development", "Microstructural development"),
+        ("reports/3M_2018_10K.pdf", "UNITED STATES", "3M 2018 10K"),
         ("corpus/DEV_0.md", "战国无双3", "战国无双3"),
     ],
 )
@@ -169,3 +170,32 @@ def test_chunks_name_their_document_by_file_name_unless_it_is_a_code(
     path: str, title: str, name: str
 ) -> None:
     assert document_name(path, title) == name
+
+
+LIQUIDITY = ("Acme report", "Liquidity")
+
+
+def test_a_chunk_starting_at_a_deeper_heading_still_names_its_document() -> None:
+    elements = [
+        Element(text="Acme report", kind="title", section=("Acme report",)),
+        Element(text="Opening words. " * 5, kind="paragraph", section=("Acme report",)),
+        Element(text="Liquidity", kind="title", section=LIQUIDITY),
+        Element(
+            text="Cash covers debt. " * 30, kind="paragraph", section=("Acme report", "Liquidity")
+        ),
+    ]
+    chunks = list(
+        chunk_document(
+            elements,
+            doc_id="d",
+            version="v",
+            counter=counter(),
+            max_tokens=64,
+            overlap_tokens=8,
+            document="acme report",
+        )
+    )
+    (liquidity,) = [c for c in chunks if c.text.split("\n")[1:2] == ["Liquidity"]]
+    assert liquidity.text.startswith("Acme report\nLiquidity\n")
+    later = [c for c in chunks if c is not liquidity and "Cash" in c.text]
+    assert later and all(c.text.startswith("Acme report › Liquidity\n") for c in later)

@@ -5,7 +5,8 @@ Heuristics, all on PyMuPDF's text blocks:
   blocks that cross a gutter (titles, wide figures, abstracts) cut the page into bands, read top
   to bottom, each band column by column;
 - running headers and footers: blocks in the top or bottom margin whose text (digits ignored)
-  repeats on many pages, and bare page numbers, are dropped;
+  repeats on many pages, the first or last block of a page whose exact text does (a company
+  name over every page, below the margin), and bare page numbers, are dropped;
 - headings: short blocks set larger than the body text, or bold at body size; their font sizes
   rank them into levels that build the section path;
 - hyphenation: a line ending in ``letter-`` followed by a lower-case letter is joined.
@@ -48,6 +49,7 @@ PARSER_VERSION = "pdf-4"
 
 _MARGIN = 0.09  # share of the page height where running headers and footers live
 _EDGE = 0.25  # where they may be when they are the first or last text on the page
+_WHERE = ("top", "bottom", "top edge", "bottom edge")
 _HEADING_SIZE_RATIO = 1.15
 _MAX_HEADING_LEVELS = 4
 _PAGE_NUMBER = re.compile(
@@ -334,13 +336,16 @@ def _drop_running_headers_and_footers(
             {id(block): _margin_key(block, height, id(block) in edges) for block in blocks}
         )
     counts = Counter(key for keys in keys_per_page for key in set(keys.values()) if key)
-    repeated = max(3, int(0.4 * len(pages)))
+    share = int(0.4 * len(pages))
+    # Outside the margin, more pages must agree: a statement's title repeated over its three
+    # pages is a title.
+    repeated = {where: max(5 if "edge" in where else 3, share) for where in _WHERE}
     for blocks, keys in zip(pages, keys_per_page, strict=True):
         blocks[:] = [
             block
             for block in blocks
             if not (key := keys[id(block)])
-            or (counts[key] < repeated and not _is_page_number(key[1]))
+            or (counts[key] < repeated[key[0]] and not _is_page_number(key[1]))
         ]
 
 

@@ -20,9 +20,11 @@ from dataclasses import dataclass
 from rag_pipeline.parsing.elements import BBox, TextBox, enclosing
 from rag_pipeline.parsing.tables import header_line, inline_headers, row_line
 
-# A number cell: amounts, percentages, (negatives), dashes standing for zero; "$" alone is
+# A number cell: amounts, percentages, (negatives), dashes standing for zero, "n/a"; "$" alone is
 # the currency column printed left of an amount.
-_NUMBER = re.compile(r"^[$€£¥]?\s*\(?[-+−]?[$€£¥]?\s*\d[\d,.\s]*\)?\s*%?\)?$|^[-—–]+$")
+_NUMBER = re.compile(
+    r"^[$€£¥]?\s*\(?[-+−]?[$€£¥]?\s*\d[\d,.\s]*\)?\s*%?\)?$|^[-—–]+$|^(n/?a|nm)$", re.IGNORECASE
+)
 _CURRENCY = re.compile(r"^[$€£¥]$")
 _YEAR = re.compile(r"^(19|20)\d\d$")
 _MIN_VALUE_ROWS = 3
@@ -132,13 +134,23 @@ def _merged_label(row: list[Cell]) -> list[Cell]:
     return merged
 
 
-def _is_value_row(row: list[Cell]) -> bool:
-    """A label then numbers, or two numbers or more; a row of years is a header."""
+def _is_value_row(row: list[Cell], *, years_are_values: bool = True) -> bool:
+    """A label then numbers, or two numbers or more. A table cannot start at a row of years
+    (that is a header), though one inside a table is a row like any other."""
     numbers = [cell for cell in row if cell.is_number]
-    if not numbers or all(_YEAR.match(cell.text) for cell in numbers):
+    if not numbers:
+        return False
+    if not years_are_values and all(_YEAR.match(cell.text) for cell in numbers):
         return False
     labelled = not row[0].is_number and len(numbers) == len(row) - 1
     return labelled or (len(numbers) >= 2 and len(numbers) == len(row))
+
+
+def _is_header_row(row: list[Cell], columns: list[tuple[float, float]]) -> bool:
+    """Text over the number columns, at most one cell beside them, and no numbers but years."""
+    over_columns = [cell for cell in row if _column_of(cell, columns) is not None]
+    numbers_are_years = all(_YEAR.match(cell.text) for cell in row if cell.is_number)
+    return bool(over_columns) and len(row) - len(over_columns) <= 1 and numbers_are_years
 
 
 def _is_label_row(row: list[Cell]) -> bool:
@@ -149,7 +161,7 @@ def _is_label_row(row: list[Cell]) -> bool:
 def _table_end(rows: list[list[Cell]], start: int) -> int | None:
     """The end of the table whose first value row is ``rows[start]``, or None when fewer than
     three value rows follow (label rows between them belong to the table)."""
-    if not _is_value_row(rows[start]):
+    if not _is_value_row(rows[start], years_are_values=False):
         return None
     end, values, index = start + 1, 1, start + 1
     while index < len(rows):
@@ -179,11 +191,12 @@ def _header_start(rows: list[list[Cell]], first_value_row: int) -> tuple[int, in
     ):
         body -= 1
     start = body
-    while start > 0 and body - start < 3 and _adjacent(rows[start - 1], rows[start]):
-        row = rows[start - 1]
-        over_columns = [cell for cell in row if _column_of(cell, columns) is not None]
-        if not over_columns or len(row) - len(over_columns) > 1:
-            break
+    while (
+        start > 0
+        and body - start < 3
+        and _adjacent(rows[start - 1], rows[start])
+        and _is_header_row(rows[start - 1], columns)
+    ):
         start -= 1
     return start, body
 

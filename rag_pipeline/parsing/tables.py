@@ -41,28 +41,43 @@ def html_table_text(html: str) -> str | None:
     inline = inline_headers(headers)
     lines = [header_line(header[0], headers)]
     for row in body:
-        values = [(headers[i] if i < len(headers) else "", v) for i, v in enumerate(row[1:]) if v]
+        # Inlined headers say which column a value is in; otherwise its place does.
+        values = [
+            (headers[i] if i < len(headers) else "", value)
+            for i, value in enumerate(row[1:])
+            if value or not inline
+        ]
         lines.append(row_line(row[0], values, with_headers=inline))
     return "\n".join(lines)
 
 
 class _HTMLRows(HTMLParser):
+    """Rows of cells; a cell spanning columns fills them all in the first row (a header over
+    them), the first of them elsewhere; a line break in a cell is a space."""
+
     def __init__(self) -> None:
         super().__init__()
         self.rows: list[list[str]] = []
         self._cell: list[str] | None = None
+        self._span = 1
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag == "tr":
             self.rows.append([])
         elif tag in ("td", "th"):
             self._cell = []
+            span = dict(attrs).get("colspan") or "1"
+            self._span = max(int(span), 1) if span.isdigit() else 1
+        elif tag == "br" and self._cell is not None:
+            self._cell.append(" ")
 
     def handle_endtag(self, tag: str) -> None:
         if tag in ("td", "th") and self._cell is not None:
             if not self.rows:
                 self.rows.append([])
-            self.rows[-1].append(" ".join("".join(self._cell).split()))
+            text = " ".join("".join(self._cell).split())
+            filler = text if len(self.rows) == 1 else ""
+            self.rows[-1].extend([text] + [filler] * (self._span - 1))
             self._cell = None
 
     def handle_data(self, data: str) -> None:

@@ -114,3 +114,15 @@ def test_office_table_rows_keep_their_label_with_their_values_and_headers(
     elements = read_document(write(tmp_path / name)).elements
     (table,) = [e for e in elements if e.kind == "table"]
     assert table.text.splitlines()[:2] == SALES_ROWS
+
+
+def test_an_html_table_keeps_merged_headers_line_breaks_and_empty_cells_in_place() -> None:
+    from rag_pipeline.parsing.tables import html_table_text
+
+    html = (
+        "<table><tr><td>Item</td><td colspan='2'>Fiscal years ended</td></tr>"
+        "<tr><td>Net<br/>sales</td><td></td><td>300</td></tr></table>"
+    )
+    assert html_table_text(html) == (
+        "Item | Fiscal years ended | Fiscal years ended\nNet sales |  | 300"
+    )

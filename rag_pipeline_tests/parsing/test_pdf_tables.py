@@ -51,7 +51,7 @@ def _rows(page: pymupdf.Page, rows: list, top: float, *, ruled: bool = False) ->
 
 def statement_pdf(path: Path, *, ruled: bool = False) -> Path:
     """Page 1: prose under a heading; page 2: the cash-flow statement, its title above it, a
-    note on units, the years over the number columns; page 3: notes."""
+    note on units, the years over the number columns; pages 3 to 5: notes."""
     doc = pymupdf.open()
     page = _page(doc, 1)
     page.insert_text((72, 150), "Internal control over financial reporting", fontsize=14)
@@ -64,10 +64,11 @@ def statement_pdf(path: Path, *, ruled: bool = False) -> Path:
         _right_aligned(page, right, 185, year)
     _rows(page, CASH_FLOWS, 200, ruled=ruled)
     page.insert_text((72, 400), "See the notes to the consolidated financial statements.")
-    page = _page(doc, 3)
-    page.insert_text((72, 150), "Notes to the financial statements", fontsize=14)
-    page.insert_text((72, 180), "Amounts are rounded to the nearest million dollars.")
-    page.insert_text((72, 200), "Fiscal years end on the Saturday nearest to January 31.")
+    for number in (3, 4, 5):
+        page = _page(doc, number)
+        page.insert_text((72, 150), f"Note {number - 2}", fontsize=14)
+        page.insert_text((72, 180), "Amounts are rounded to the nearest million dollars.")
+        page.insert_text((72, 200), "Fiscal years end on the Saturday nearest to January 31.")
     doc.save(path)
     return path
 
@@ -155,3 +156,29 @@ def test_a_name_above_every_page_is_neither_text_nor_section(tmp_path: Path) -> 
     assert not any(RUNNING_HEADER in part for e in parsed.elements for part in e.section)
     table = _table(parsed.elements, page=2)
     assert "Internal control over financial reporting" not in table.section
+
+
+def test_a_row_of_years_inside_a_table_is_a_row_and_the_years_above_are_its_header(
+    tmp_path: Path,
+) -> None:
+    doc = pymupdf.open()
+    page = _page(doc, 1)
+    page.insert_text((72, 150), "Store openings", fontsize=11)
+    for right, year in zip(COLUMNS, YEARS, strict=True):
+        _right_aligned(page, right, 170, year)
+    rows = [
+        ("Stores opened", ("12", "9", "7")),
+        ("Year the oldest store opened", ("1987", "1987", "1987")),
+        ("Stores closed", ("3", "n/a", "1")),
+        ("Stores at year end", ("140", "131", "123")),
+    ]
+    _rows(page, rows, 185)
+    doc.save(tmp_path / "stores.pdf")
+    table = _table(read_document(tmp_path / "stores.pdf").elements, page=1)
+    assert table.text.splitlines() == [
+        " | 2023 | 2022 | 2021",
+        "Stores opened | 2023: 12 | 2022: 9 | 2021: 7",
+        "Year the oldest store opened | 2023: 1987 | 2022: 1987 | 2021: 1987",
+        "Stores closed | 2023: 3 | 2022: n/a | 2021: 1",
+        "Stores at year end | 2023: 140 | 2022: 131 | 2021: 123",
+    ]
