@@ -30,7 +30,7 @@ from rag_pipeline.parsing.tables import html_table_text
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
 
-PARSER_VERSION = "office-4"
+PARSER_VERSION = "office-5"
 
 # format → (module under unstructured.partition, function)
 PARTITIONERS: dict[str, tuple[str, str]] = {

@@ -45,7 +45,7 @@ from rag_pipeline.parsing.pdf_tables import Table, find_tables, page_cells
 if TYPE_CHECKING:
     from PIL.Image import Image
 
-PARSER_VERSION = "pdf-4"
+PARSER_VERSION = "pdf-5"
 
 _MARGIN = 0.09  # share of the page height where running headers and footers live
 _EDGE = 0.25  # where they may be when they are the first or last text on the page
