@@ -113,7 +113,8 @@ def _rows(cells: list[Cell]) -> list[list[Cell]]:
                 rows[-1] = (min(top, row_top), max(bottom, row_bottom), members)
                 continue
         rows.append((top, bottom, [cell]))
-    return [_merged_label(sorted(members, key=lambda c: c.bbox[0])) for _, _, members in rows]
+    merged = (_merged_label(sorted(members, key=lambda c: c.bbox[0])) for _, _, members in rows)
+    return [row for row in merged if row]  # a row of currency signs alone is no row
 
 
 def _merged_label(row: list[Cell]) -> list[Cell]:

@@ -182,3 +182,16 @@ def test_a_row_of_years_inside_a_table_is_a_row_and_the_years_above_are_its_head
         "Stores closed | 2023: 3 | 2022: n/a | 2021: 1",
         "Stores at year end | 2023: 140 | 2022: 131 | 2021: 123",
     ]
+
+
+def test_a_line_of_currency_signs_alone_does_not_break_the_page(tmp_path: Path) -> None:
+    doc = pymupdf.open()
+    page = _page(doc, 1)
+    page.insert_text((72, 150), "Cash position", fontsize=11)
+    for right, year in zip(COLUMNS, YEARS, strict=True):
+        _right_aligned(page, right, 170, year)
+        _right_aligned(page, right - 40, 185, "$")
+    _rows(page, CASH_FLOWS[1:4], 200)
+    doc.save(tmp_path / "signs.pdf")
+    table = _table(read_document(tmp_path / "signs.pdf").elements, page=1)
+    assert "Net earnings | 1,419 | 2,454 | 1,798" in table.text.splitlines()
