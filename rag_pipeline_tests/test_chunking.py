@@ -15,7 +15,9 @@ def counter() -> TokenCounter:
     return TokenCounter(tokenizer, max_length)
 
 
-def chunk(elements: list[Element], max_tokens: int = 64, overlap: int = 16):  # noqa: ANN201
+def chunk(  # noqa: ANN201
+    elements: list[Element], max_tokens: int = 64, overlap: int = 16, document: str | None = None
+):
     return list(
         chunk_document(
             elements,
@@ -24,6 +26,7 @@ def chunk(elements: list[Element], max_tokens: int = 64, overlap: int = 16):  # 
             counter=counter(),
             max_tokens=max_tokens,
             overlap_tokens=overlap,
+            document=document,
         )
     )
 
@@ -142,17 +145,7 @@ def test_a_document_named_like_its_outermost_heading_is_not_named_twice() -> Non
         Element(text="Heron feeding", kind="title", section=("Heron feeding",)),
         Element(text="Herons strike fish. " * 30, kind="paragraph", section=("Heron feeding",)),
     ]
-    chunks = list(
-        chunk_document(
-            elements,
-            doc_id="d",
-            version="v",
-            counter=counter(),
-            max_tokens=64,
-            overlap_tokens=8,
-            document="heron feeding",
-        )
-    )
+    chunks = chunk(elements, max_tokens=64, overlap=8, document="heron feeding")
     assert chunks[0].text.startswith("Heron feeding\nHerons strike")
     assert all(c.text.startswith("Heron feeding\n") for c in chunks[1:])
 
@@ -184,17 +177,7 @@ def test_a_chunk_starting_at_a_deeper_heading_still_names_its_document() -> None
             text="Cash covers debt. " * 30, kind="paragraph", section=("Acme report", "Liquidity")
         ),
     ]
-    chunks = list(
-        chunk_document(
-            elements,
-            doc_id="d",
-            version="v",
-            counter=counter(),
-            max_tokens=64,
-            overlap_tokens=8,
-            document="acme report",
-        )
-    )
+    chunks = chunk(elements, max_tokens=64, overlap=8, document="acme report")
     (liquidity,) = [c for c in chunks if c.text.split("\n")[1:2] == ["Liquidity"]]
     assert liquidity.text.startswith("Acme report\nLiquidity\n")
     later = [c for c in chunks if c is not liquidity and "Cash" in c.text]

@@ -6,9 +6,8 @@ from pathlib import Path
 import pymupdf
 import pytest
 
-from rag_pipeline.chunking import chunk_document
 from rag_pipeline.parsing import Element, read_document
-from rag_pipeline_tests.test_chunking import counter
+from rag_pipeline_tests.test_chunking import chunk
 
 COLUMNS = (380, 460, 540)  # right edges of the three year columns
 YEARS = ("2023", "2022", "2021")
@@ -27,6 +26,12 @@ CASH_FLOWS = [
 
 def _right_aligned(page: pymupdf.Page, right: float, y: float, text: str) -> None:
     page.insert_text((right - pymupdf.get_text_length(text, fontsize=9), y), text, fontsize=9)
+
+
+def _years(page: pymupdf.Page, y: float) -> None:
+    """The years over the three number columns."""
+    for right, year in zip(COLUMNS, YEARS, strict=True):
+        _right_aligned(page, right, y, year)
 
 
 def _page(doc: pymupdf.Document, number: int) -> pymupdf.Page:
@@ -60,8 +65,7 @@ def statement_pdf(path: Path, *, ruled: bool = False) -> Path:
     page = _page(doc, 2)
     page.insert_text((72, 150), "Consolidated Statements of Cash Flows", fontsize=11)
     page.insert_text((72, 165), "($ in millions)", fontsize=8)
-    for right, year in zip(COLUMNS, YEARS, strict=True):
-        _right_aligned(page, right, 185, year)
+    _years(page, 185)
     _rows(page, CASH_FLOWS, 200, ruled=ruled)
     page.insert_text((72, 400), "See the notes to the consolidated financial statements.")
     for number in (3, 4, 5):
@@ -78,8 +82,7 @@ def continued_table_pdf(path: Path) -> Path:
     doc = pymupdf.open()
     page = _page(doc, 1)
     page.insert_text((72, 150), "Consolidated Balance Sheets", fontsize=11)
-    for right, year in zip(COLUMNS, YEARS, strict=True):
-        _right_aligned(page, right, 170, year)
+    _years(page, 170)
     first = [(f"Asset line {n}", (f"{n},100", f"{n},200", f"{n},300")) for n in range(1, 40)]
     _rows(page, first, 185)
     page = _page(doc, 2)
@@ -124,15 +127,8 @@ def test_every_chunk_of_statement_rows_is_headed_by_the_document_statement_and_y
     tmp_path: Path,
 ) -> None:
     parsed = read_document(statement_pdf(tmp_path / "report.pdf"))
-    chunks = chunk_document(
-        parsed.elements,
-        doc_id="d",
-        version="v",
-        counter=counter(),
-        max_tokens=128,  # the table is split over several chunks
-        overlap_tokens=16,
-        document="ACME 2023 10K",
-    )
+    # max_tokens=128: the table is split over several chunks
+    chunks = chunk(parsed.elements, max_tokens=128, document="ACME 2023 10K")
     with_rows = [c.text for c in chunks if "2023: " in c.text]
     assert len(with_rows) > 1
     for text in with_rows[1:]:
@@ -164,8 +160,7 @@ def test_a_row_of_years_inside_a_table_is_a_row_and_the_years_above_are_its_head
     doc = pymupdf.open()
     page = _page(doc, 1)
     page.insert_text((72, 150), "Store openings", fontsize=11)
-    for right, year in zip(COLUMNS, YEARS, strict=True):
-        _right_aligned(page, right, 170, year)
+    _years(page, 170)
     rows = [
         ("Stores opened", ("12", "9", "7")),
         ("Year the oldest store opened", ("1987", "1987", "1987")),
@@ -188,8 +183,8 @@ def test_a_line_of_currency_signs_alone_does_not_break_the_page(tmp_path: Path) 
     doc = pymupdf.open()
     page = _page(doc, 1)
     page.insert_text((72, 150), "Cash position", fontsize=11)
-    for right, year in zip(COLUMNS, YEARS, strict=True):
-        _right_aligned(page, right, 170, year)
+    _years(page, 170)
+    for right in COLUMNS:
         _right_aligned(page, right - 40, 185, "$")
     _rows(page, CASH_FLOWS[1:4], 200)
     doc.save(tmp_path / "signs.pdf")
