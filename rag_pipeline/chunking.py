@@ -23,7 +23,7 @@ from rag_pipeline.batching import batched
 from rag_pipeline.language import detect_language
 
 # Bump when chunks come out differently for the same elements and settings: it re-indexes.
-CHUNKER_VERSION = "chunks-5"
+CHUNKER_VERSION = "chunks-6"
 
 if TYPE_CHECKING:
     from rag_pipeline.embedding.dense import TokenCounter
@@ -197,9 +197,9 @@ class _Headers:
             tokens = self._counter.count([candidate])[0] + 1  # and its newline
             if tokens <= self._most:
                 return candidate + "\n", tokens
-        if not names or self._most < 2:
+        if not (names or named) or self._most < 2:
             return "", 0
-        innermost = names[-1]
+        innermost = (names or named)[-1]
         end = self._counter.offsets(innermost)[self._most - 2][1]  # keeps most - 1 tokens
         cut = innermost[:end]
         if not innermost[end].isspace() and " " in cut:  # not in the middle of a word

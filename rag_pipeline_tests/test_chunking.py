@@ -182,3 +182,14 @@ def test_a_chunk_starting_at_a_deeper_heading_still_names_its_document() -> None
     assert liquidity.text.startswith("Acme report\nLiquidity\n")
     later = [c for c in chunks if c is not liquidity and "Cash" in c.text]
     assert later and all(c.text.startswith("Acme report › Liquidity\n") for c in later)
+
+
+def test_a_title_too_long_for_the_header_still_heads_its_chunks_with_its_first_words() -> None:
+    title = " ".join(f"word{i}" for i in range(60))
+    elements = [
+        Element(text=title, kind="title", section=(title,)),
+        Element(text="Findings follow. " * 60, kind="paragraph", section=(title,)),
+    ]
+    chunks = chunk(elements, max_tokens=64, overlap=8, document=title)
+    later = [c for c in chunks[1:] if "Findings" in c.text]
+    assert later and all(c.text.startswith("word0 word1") for c in later)
