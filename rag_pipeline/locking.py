@@ -100,7 +100,8 @@ def index_lock_path(home: Path) -> Path:
 
 @contextmanager
 def index_lock(home: Path, *, timeout_seconds: float = 3600.0, holder: str = "") -> Iterator[None]:
-    """Hold the home's indexing lock; ``holder`` (a Dagster run id) is written into it."""
+    """Hold the home's indexing lock; ``holder`` (a Dagster run id) is written into it, with
+    this process's id."""
     path = index_lock_path(home)
     with _guard:
         lock, depth = _held.get(path, (None, 0))
@@ -116,7 +117,7 @@ def index_lock(home: Path, *, timeout_seconds: float = 3600.0, holder: str = "")
         with _guard:
             _held[path] = (lock, 1)
     if holder:
-        lock.describe_holder(holder)
+        lock.describe_holder(f"{holder} {os.getpid()}")
     try:
         yield
     finally:
@@ -134,9 +135,22 @@ def index_is_running(home: Path) -> bool:
     return is_locked(index_lock_path(home))
 
 
-def last_holder(home: Path) -> str:
-    """What the current or last holder of the home's indexing lock said it was."""
+def last_holder(home: Path) -> tuple[str, int | None]:
+    """(what the current or last holder of the home's indexing lock said it was, its process
+    id); ("", None) when none said."""
     try:
-        return index_lock_path(home).read_text()
+        holder, _, pid = index_lock_path(home).read_text().partition(" ")
     except OSError:
-        return ""
+        return "", None
+    return holder, int(pid) if pid.isdigit() else None
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process of this id runs on this machine."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, another user's
+        return True
+    return True

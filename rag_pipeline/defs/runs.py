@@ -18,7 +18,7 @@ from dagster import (
 from rag_pipeline.config import Settings
 from rag_pipeline.defs.assets import document_assets
 from rag_pipeline.defs.partitions import arrange_partitions
-from rag_pipeline.locking import index_is_running, last_holder
+from rag_pipeline.locking import index_is_running, last_holder, process_alive
 from rag_pipeline.manifest import ManifestDiff
 
 if TYPE_CHECKING:
@@ -71,16 +71,18 @@ def fail_abandoned_runs(instance: DagsterInstance, home: Path) -> list[str]:
     """
     if index_is_running(home):
         return []
-    holder = last_holder(home)
+    holder, pid = last_holder(home)
     abandoned = []
     for record in instance.get_run_records(
         RunsFilter(job_name=index_documents_job.name, statuses=[DagsterRunStatus.STARTED])
     ):
         started = record.start_time or record.create_timestamp.timestamp()
-        if (
-            holder == record.dagster_run.run_id
-            or time.time() - started > _LOCK_TAKEN_WITHIN_SECONDS
-        ):
+        if holder == record.dagster_run.run_id:
+            # Its process, alive, has let go of the lock and is recording its success.
+            dead = pid is None or not process_alive(pid)
+        else:
+            dead = time.time() - started > _LOCK_TAKEN_WITHIN_SECONDS
+        if dead:
             instance.report_run_failed(
                 record.dagster_run,
                 "the run's process ended without finishing (killed?): what it committed stays, "

@@ -1,12 +1,22 @@
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from dagster import RunRequest, SkipReason, build_sensor_context
+from dagster import (
+    DagsterInstance,
+    DagsterRun,
+    DagsterRunStatus,
+    RunRequest,
+    SkipReason,
+    build_sensor_context,
+)
 
 from rag_pipeline.config import load_settings
 from rag_pipeline.defs.instance import get_instance
 from rag_pipeline.defs.partitions import DOCUMENTS, RANGE_END_TAG, RANGE_START_TAG
 from rag_pipeline.defs.sensors import watched_folders_sensor
+from rag_pipeline.locking import index_lock
 from rag_pipeline_tests.conftest import Cli
 
 
@@ -40,3 +50,42 @@ def test_nothing_to_do_once_the_folder_is_indexed(cli: Cli, home: Path, watched:
     with get_instance(load_settings(home)) as instance:
         result = watched_folders_sensor(build_sensor_context(instance=instance))
     assert isinstance(result, SkipReason)
+
+
+def _started_run(instance: DagsterInstance) -> str:
+    from rag_pipeline.defs.runs import index_documents_job
+
+    run = DagsterRun(job_name=index_documents_job.name, status=DagsterRunStatus.STARTED)
+    instance.add_run(run)
+    return run.run_id
+
+
+def test_a_run_whose_process_let_go_of_the_lock_but_lives_is_not_abandoned(home: Path) -> None:
+    from rag_pipeline.defs.runs import fail_abandoned_runs
+
+    with get_instance(load_settings(home)) as instance:
+        run_id = _started_run(instance)
+        with index_lock(home, holder=run_id):  # this process: it is still recording its end
+            pass
+        assert fail_abandoned_runs(instance, home) == []
+
+
+def test_a_run_whose_process_died_after_taking_the_lock_is_marked_failed(home: Path) -> None:
+    from rag_pipeline.defs.runs import fail_abandoned_runs
+
+    with get_instance(load_settings(home)) as instance:
+        run_id = _started_run(instance)
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from pathlib import Path\n"
+                "from rag_pipeline.locking import index_lock\n"
+                "with index_lock(Path(sys.argv[1]), holder=sys.argv[2]): pass",
+                str(home),
+                run_id,
+            ],
+            check=True,
+        )
+        assert fail_abandoned_runs(instance, home) == [run_id]
+        assert instance.get_run_by_id(run_id).status == DagsterRunStatus.FAILURE
