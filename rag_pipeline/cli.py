@@ -1,4 +1,5 @@
-"""``rag-pipeline``: index the watched folders, show their state, query them, open Dagster's UI."""
+"""``rag-pipeline``: index the watched folders, show their state, query them, serve the page, manage
+workspaces and users, open Dagster's UI."""
 
 from __future__ import annotations
 
@@ -48,13 +49,21 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rag-pipeline", description=__doc__)
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
-    def command(name: str, function: object, help_text: str) -> argparse.ArgumentParser:
+    def command(
+        name: str, function: object, help_text: str, *, per_workspace: bool = True
+    ) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text, description=help_text)
         sub.add_argument(
             "--home",
             type=Path,
             help="folder for all state (default: $RAG_PIPELINE_HOME or ./data)",
         )
+        if per_workspace:
+            sub.add_argument(
+                "--workspace",
+                metavar="NAME",
+                help="the workspace, by name or id (default: the default workspace)",
+            )
         sub.add_argument("-v", "--verbose", action="store_true", help="show Dagster's own log")
         sub.set_defaults(command=function)
         return sub
@@ -108,11 +117,53 @@ def _parser() -> argparse.ArgumentParser:
     )
     evaluation.add_argument("--json", action="store_true", help="print JSON keyed by method")
 
+    workspace = command(
+        "workspace",
+        _workspace,
+        "List, create, rename or delete workspaces (deleting drops the workspace's index, "
+        "uploads and conversations; its watched folders stay).",
+        per_workspace=False,
+    )
+    workspace.add_argument(
+        "action", choices=["list", "create", "rename", "delete"], nargs="?", default="list"
+    )
+    workspace.add_argument("name", nargs="?", metavar="NAME", help="its name or id")
+    workspace.add_argument("new_name", nargs="?", metavar="NEW_NAME", help="rename: the new name")
+    workspace.add_argument("--yes", action="store_true", help="delete without asking")
+
+    user = command(
+        "user",
+        _user,
+        "List, add (or replace) and remove the users of the page and the search API.",
+        per_workspace=False,
+    )
+    user.add_argument("action", choices=["list", "add", "remove"], nargs="?", default="list")
+    user.add_argument("name", nargs="?", metavar="NAME")
+    user.add_argument(
+        "--workspace",
+        dest="grants",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="add: a workspace the user may use (repeatable; '*': all)",
+    )
+    passwords = user.add_mutually_exclusive_group()
+    passwords.add_argument(
+        "--password-stdin", action="store_true", help="add: read the password from stdin"
+    )
+    passwords.add_argument(
+        "--no-password",
+        action="store_true",
+        help="add: no password (signs in through the reverse proxy or the token only)",
+    )
+
     serve = command("serve", _serve, "Serve the chat page and the search API on this home.")
     serve.add_argument("--port", type=int, help="default: serving.port (7860)")
     serve.add_argument("--host", help="default: serving.host (127.0.0.1)")
 
-    ui = command("ui", _ui, "Open the Dagster UI on this home folder (dagster dev).")
+    ui = command(
+        "ui", _ui, "Open the Dagster UI on this home folder (dagster dev).", per_workspace=False
+    )
     ui.add_argument("--port", type=int, default=3000)
     ui.add_argument("--host", default="127.0.0.1")
     return parser
@@ -134,10 +185,69 @@ def _configure_logging(verbose: bool) -> None:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
+    """The settings of the workspace the command names (``--workspace``), else the default's."""
+    from rag_pipeline.workspaces import WorkspaceError, find_workspace
+
     try:
-        return load_settings(args.home)
+        settings = load_settings(args.home)
     except ValueError as error:  # pydantic's ValidationError is one
         raise UserError(f"invalid configuration: {error}") from error
+    if not getattr(args, "workspace", None):
+        return settings
+    try:
+        return find_workspace(settings, args.workspace).settings
+    except WorkspaceError as error:
+        raise UserError(str(error)) from error
+    except ValueError as error:
+        raise UserError(f"invalid configuration: {error}") from error
+
+
+def _workspace(args: argparse.Namespace) -> int:
+    from rag_pipeline.locking import LockTimeout
+    from rag_pipeline.workspaces import (
+        WorkspaceError,
+        create_workspace,
+        delete_workspace,
+        find_workspace,
+        list_workspaces,
+        rename_workspace,
+    )
+
+    settings = _settings(args)
+    if args.action != "list" and not args.name:
+        raise UserError(f"workspace {args.action} needs a name")
+    try:
+        if args.action == "create":
+            created = create_workspace(settings, args.name)
+            print(
+                f"created {created.name!r} (id {created.id}): add folders with `rag-pipeline "
+                f"sources add DIR --workspace {created.id}` or upload on the page"
+            )
+            return 0
+        if args.action == "rename":
+            if not args.new_name:
+                raise UserError("workspace rename needs the new name")
+            renamed = rename_workspace(find_workspace(settings, args.name), args.new_name)
+            print(f"renamed to {renamed.name!r} (id {renamed.id})")
+            return 0
+        if args.action == "delete":
+            doomed = find_workspace(settings, args.name)
+            if not args.yes:
+                raise UserError(
+                    f"this deletes {doomed.name!r} ({doomed.home}): its index, uploads and "
+                    "conversations; add --yes to go on"
+                )
+            delete_workspace(doomed)
+            print(f"deleted {doomed.name!r}")
+            return 0
+    except WorkspaceError as error:
+        raise UserError(str(error)) from error
+    except LockTimeout as error:
+        raise UserError("the workspace is being indexed; try again when the run ends") from error
+    for listed in list_workspaces(settings):
+        folders = ", ".join(str(folder) for folder in listed.settings.watched_folders)
+        print(f"{listed.id:<20}  {listed.name}  ({folders})")
+    return 0
 
 
 def _index(args: argparse.Namespace) -> int:
@@ -320,6 +430,49 @@ def _eval(args: argparse.Namespace) -> int:
         raise UserError(str(error)) from error
     print(json.dumps(as_json, indent=2) if args.json else table)
     return 0
+
+
+def _user(args: argparse.Namespace) -> int:
+    from rag_pipeline.workspaces import WorkspaceError, find_workspace
+    from serving.access import AccessError, add_user, remove_user
+
+    settings = _settings(args)
+    if args.action != "list" and not args.name:
+        raise UserError(f"user {args.action} needs a name")
+    try:
+        if args.action == "add":
+            grants = [
+                "*" if grant == "*" else find_workspace(settings, grant).id for grant in args.grants
+            ]
+            token = add_user(settings.root, args.name, _new_password(args), grants)
+            print(f"{args.name} may use: {', '.join(grants) or 'no workspace yet'}")
+            print(f"search API token (shown once): {token}")
+            return 0
+        if args.action == "remove":
+            remove_user(settings.root, args.name)
+            print(f"removed {args.name}")
+            return 0
+    except (AccessError, WorkspaceError) as error:
+        raise UserError(str(error)) from error
+    for name, grants in settings.access.users.items():
+        print(f"{name:<20}  {', '.join(grants.workspaces) or '-'}")
+    return 0
+
+
+def _new_password(args: argparse.Namespace) -> str | None:
+    import getpass
+
+    if args.no_password:
+        return None
+    if args.password_stdin:
+        password = sys.stdin.readline().rstrip("\n")
+    else:
+        password = getpass.getpass(f"password for {args.name}: ")
+        if password != getpass.getpass("again: "):
+            raise UserError("the two passwords differ")
+    if len(password) < 8:
+        raise UserError("a password has at least 8 characters")
+    return password
 
 
 def _serve(args: argparse.Namespace) -> int:

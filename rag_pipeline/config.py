@@ -6,6 +6,10 @@ Precedence, highest first: values passed in code (CLI flags), environment variab
 ``<home>/settings.json``, defaults.
 ``<home>/settings.json`` is where the CLI remembers the watched folders; users may add any other
 setting there too.
+
+A workspace other than the default one lives in ``<home>/workspaces/<id>/``: its own catalog,
+store, stage files and conversations, its own ``settings.json`` (its watched folders, and any
+setting it wants different), over the installation's ``<home>/settings.json``.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from pydantic_settings import (
     PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
+
+from rag_pipeline.ids import DEFAULT_WORKSPACE, is_workspace_id
 
 HOME_ENV = "RAG_PIPELINE_HOME"
 DEFAULT_HOME = Path("data")
@@ -290,6 +296,45 @@ class ServingSettings(BaseModel):
     refresh_seconds: float = Field(
         5.0, gt=0, description="How often the page looks for a newer index."
     )
+    max_upload_mb: float = Field(
+        100.0, gt=0, description="Largest file the page accepts in an upload."
+    )
+    max_upload_files: int = Field(20, ge=1, description="Most files in one upload.")
+    max_query_chars: int = Field(
+        2000, ge=1, description="Longest question or search the page and the API accept."
+    )
+    max_k: int = Field(100, ge=1, description="Most passages one search API call may ask for.")
+
+
+class UserSettings(BaseModel):
+    """A user of the page and the search API (written by ``rag-pipeline user add``)."""
+
+    password_hash: str | None = Field(
+        None, description="scrypt hash of the password; None: signs in through the proxy only."
+    )
+    token_hash: str | None = Field(None, description="SHA-256 of the search API's bearer token.")
+    workspaces: list[str] = Field(
+        default_factory=list, description="Workspace ids the user may use; ['*']: all."
+    )
+
+    def may_use(self, workspace: str) -> bool:
+        return "*" in self.workspaces or workspace in self.workspaces
+
+
+class AccessSettings(BaseModel):
+    """Who may use the page and the search API. Nobody configured: loopback only, no sign-in."""
+
+    users: dict[str, UserSettings] = Field(default_factory=dict)
+    proxy_user_header: str | None = Field(
+        None,
+        description="A header naming the signed-in user, set by a trusted reverse proxy (e.g. "
+        "X-Forwarded-User). Only for a server the proxy alone can reach: anyone who reaches it "
+        "directly can send the header.",
+    )
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.users) or self.proxy_user_header is not None
 
 
 class Settings(BaseSettings):
@@ -301,9 +346,15 @@ class Settings(BaseSettings):
         extra="ignore",
     )
 
-    home: Path = DEFAULT_HOME
+    home: Path = Field(
+        DEFAULT_HOME,
+        description="The workspace's folder: the installation's home for the default workspace.",
+    )
+    workspace: str = Field(DEFAULT_WORKSPACE, description="The workspace's id.")
     sources: list[Path] = Field(
-        default_factory=list, description="Watched folders (default: <home>/inbox)."
+        default_factory=list,
+        description="Watched folders besides the workspace's uploads (default workspace: "
+        "<home>/inbox when none is given).",
     )
     indexing: IndexingSettings = IndexingSettings()
     parsing: ParsingSettings = ParsingSettings()
@@ -317,11 +368,19 @@ class Settings(BaseSettings):
     rerank: RerankSettings = RerankSettings()
     answer: AnswerSettings = AnswerSettings()
     serving: ServingSettings = ServingSettings()
+    access: AccessSettings = AccessSettings()
 
     @field_validator("home")
     @classmethod
     def _absolute_home(cls, home: Path) -> Path:
         return home.expanduser().resolve()
+
+    @field_validator("workspace")
+    @classmethod
+    def _workspace_id(cls, workspace: str) -> str:
+        if not is_workspace_id(workspace):
+            raise ValueError(f"not a workspace id: {workspace!r}")
+        return workspace
 
     @field_validator("sources")
     @classmethod
@@ -337,17 +396,46 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        home = resolve_home(init_settings().get("home"))
-        return (
-            init_settings,
-            env_settings,
-            _ConventionalEnvSource(settings_cls),
+        given = init_settings()
+        home = resolve_home(given.get("home"))
+        stored: tuple[PydanticBaseSettingsSource, ...] = (
             JsonConfigSettingsSource(settings_cls, json_file=home / SETTINGS_FILE),
         )
+        if given.get("workspace", DEFAULT_WORKSPACE) != DEFAULT_WORKSPACE:
+            root = installation_home(home)
+            stored += (_InstallationSettingsSource(settings_cls, root / SETTINGS_FILE),)
+        return (init_settings, env_settings, _ConventionalEnvSource(settings_cls), *stored)
+
+    @property
+    def root(self) -> Path:
+        """The installation's home: the default workspace's, holding every other workspace."""
+        return self.home if self.workspace == DEFAULT_WORKSPACE else installation_home(self.home)
+
+    @property
+    def upload_folder(self) -> Path:
+        """Where the page puts uploaded files; watched once it exists."""
+        return self.home / "uploads"
 
     @property
     def watched_folders(self) -> list[Path]:
-        return self.sources or [self.home / "inbox"]
+        inbox = [self.home / "inbox"] if self.workspace == DEFAULT_WORKSPACE else []
+        folders = self.sources or inbox
+        if self.upload_folder.is_dir() and self.upload_folder not in folders:
+            folders = [*folders, self.upload_folder]
+        return folders
+
+    @property
+    def collection_prefix(self) -> str:
+        """What the workspace's Qdrant collections are named by (with their models' hash), so
+        that workspaces and installations can share one Qdrant server."""
+        if self.workspace == DEFAULT_WORKSPACE:
+            return self.store.collection
+        return f"{self.store.collection}_{self.workspace.replace('-', '_')}"
+
+    @property
+    def catalog_schema(self) -> str | None:
+        """The PostgreSQL schema of the workspace's catalog (None: the connection's own)."""
+        return None if self.workspace == DEFAULT_WORKSPACE else self.collection_prefix
 
     def remember_sources(self, sources: list[Path]) -> Settings:
         """Store ``sources`` in ``<home>/settings.json`` and return settings that use them."""
@@ -370,12 +458,11 @@ class Settings(BaseSettings):
         Written to ``<home>/settings.json``: an indexing run reads its settings from there (and
         the environment), not from this object.
         """
-        stored_path = self.home / SETTINGS_FILE
-        stored: dict[str, Any] = json.loads(stored_path.read_text()) if stored_path.exists() else {}
+        stored = stored_settings(self.home)
         stored["sources"] = [str(Path(source).expanduser().resolve()) for source in sources]
-        path = home / SETTINGS_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(stored, indent=2, ensure_ascii=False) + "\n")
+        write_stored_settings(home, stored)
+        if home == self.home:
+            return load_settings(self.root, self.workspace)
         return load_settings(home)
 
     def vector_models(self) -> dict[str, dict[str, Any]]:
@@ -411,6 +498,19 @@ _VECTOR_MODEL_FIELDS = {
 }
 
 
+class _InstallationSettingsSource(JsonConfigSettingsSource):
+    """The installation's ``settings.json`` under a workspace: all but the default workspace's
+    own watched folders."""
+
+    def __init__(self, settings_cls: type[BaseSettings], path: Path) -> None:
+        super().__init__(settings_cls, json_file=path)
+
+    def __call__(self) -> dict[str, Any]:
+        values = super().__call__()
+        values.pop("sources", None)
+        return values
+
+
 class _ConventionalEnvSource(PydanticBaseSettingsSource):
     """The variables other tools use for the same things: Qdrant's and OpenAI clients'."""
 
@@ -438,6 +538,37 @@ def resolve_home(home: str | Path | None = None) -> Path:
     return Path(chosen).expanduser().resolve()
 
 
-def load_settings(home: str | Path | None = None, **overrides: Any) -> Settings:
-    """Settings for ``home`` (see :func:`resolve_home`), with ``overrides`` on top."""
-    return Settings(home=resolve_home(home), **overrides)
+def workspace_home(root: Path, workspace: str) -> Path:
+    """The folder of a workspace of the installation at ``root``."""
+    return root if workspace == DEFAULT_WORKSPACE else root / "workspaces" / workspace
+
+
+def installation_home(home: Path) -> Path:
+    """The installation's home, from a workspace's folder (see :func:`workspace_home`)."""
+    return home.parent.parent
+
+
+def stored_settings(home: Path) -> dict[str, Any]:
+    """What ``<home>/settings.json`` holds (nothing when it does not exist)."""
+    path = home / SETTINGS_FILE
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def write_stored_settings(home: Path, stored: dict[str, Any]) -> None:
+    """Replace ``<home>/settings.json`` whole (a reader never sees half of it)."""
+    path = home / SETTINGS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(stored, indent=2, ensure_ascii=False) + "\n")
+    temporary.chmod(0o600)  # it may hold password hashes and keys
+    temporary.replace(path)
+
+
+def load_settings(
+    home: str | Path | None = None, workspace: str | None = None, **overrides: Any
+) -> Settings:
+    """Settings of ``workspace`` (default: the default one) of the installation at ``home``
+    (see :func:`resolve_home`), with ``overrides`` on top."""
+    workspace = workspace or DEFAULT_WORKSPACE
+    root = resolve_home(home)
+    return Settings(home=workspace_home(root, workspace), workspace=workspace, **overrides)

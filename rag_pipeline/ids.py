@@ -1,7 +1,8 @@
 """Every identifier the pipeline derives, in one place.
 
-A document is named by its watched folder and its path inside it; a version by its content and
-the pipeline settings that shaped its chunks; a chunk by document, version and position; a
+A workspace is named by an ASCII id derived from its display name; a document by its watched
+folder and its path inside it (and, to Dagster, by its workspace too); a version by its content
+and the pipeline settings that shaped its chunks; a chunk by document, version and position; a
 Qdrant point by its chunk. All are deterministic, so a re-run after a crash writes the same ids
 and converges instead of duplicating.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import unicodedata
 import uuid
 from typing import Any
 
@@ -18,6 +20,45 @@ from typing import Any
 POINT_NAMESPACE = uuid.UUID("6f1c2d3e-8a4b-5c6d-9e0f-a1b2c3d4e5f6")
 
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
+
+DEFAULT_WORKSPACE = "default"
+_NOT_ID_CHARS = re.compile(r"[^a-z0-9]+")
+_WORKSPACE_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
+
+
+def workspace_id(name: str) -> str:
+    """The ASCII id of a workspace named ``name`` (any language): what collections, schemas,
+    folders and Dagster keys are named by.
+
+    A name that ASCII spells whole ("Client A") keeps its words ("client-a"); any other name gets
+    a hash of itself after whatever ASCII it had ("研究 2024" -> "2024-1c6e0b"), so that two
+    names differing only in their non-ASCII letters get two ids.
+    """
+    folded = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    whole = _NOT_ID_CHARS.sub("-", folded.lower()).strip("-")
+    slug = whole[:32].strip("-")
+    if slug and slug == whole and folded == name and slug != DEFAULT_WORKSPACE:
+        return slug
+    digest = hashlib.sha256(name.strip().encode()).hexdigest()[:6]
+    return f"{slug}-{digest}" if slug else f"ws-{digest}"
+
+
+def is_workspace_id(text: str) -> bool:
+    return _WORKSPACE_ID.fullmatch(text) is not None
+
+
+def partition_key(workspace: str, doc_id: str) -> str:
+    """A document's Dagster partition key: its id, under ``/<workspace>/`` outside the default
+    workspace (a document id never starts with ``/``, so the two cannot meet)."""
+    return doc_id if workspace == DEFAULT_WORKSPACE else f"/{workspace}/{doc_id}"
+
+
+def partition_document(key: str) -> tuple[str, str]:
+    """(workspace, document id) of a :func:`partition_key`."""
+    if not key.startswith("/"):
+        return DEFAULT_WORKSPACE, key
+    workspace, _, doc_id = key[1:].partition("/")
+    return workspace, doc_id
 
 
 def document_id(root_label: str, relative_path: str) -> str:

@@ -53,7 +53,7 @@ _INSERT_CHUNK = (
 class Catalog:
     def __init__(self, settings: Settings) -> None:
         _forget_parquet_catalog(settings)
-        self.database = open_database(settings.catalog.url, settings.home)
+        self.database = open_database(settings.catalog.url, settings.home, settings.catalog_schema)
 
     def close(self) -> None:
         self.database.close()

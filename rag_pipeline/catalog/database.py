@@ -101,10 +101,11 @@ class Executor(Protocol):
     def execute_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
 
 
-def open_database(url: str | None, home: Path) -> Database:
-    """PostgreSQL when ``url`` names one, else SQLite at ``<home>/catalog/catalog.sqlite``."""
+def open_database(url: str | None, home: Path, schema: str | None = None) -> Database:
+    """PostgreSQL when ``url`` names one (in ``schema``, created if need be, when given), else
+    SQLite at ``<home>/catalog/catalog.sqlite``."""
     if url:
-        return PostgresDatabase(url)
+        return PostgresDatabase(url, schema)
     return SqliteDatabase(home / "catalog" / "catalog.sqlite")
 
 
@@ -164,11 +165,16 @@ class PostgresDatabase:
         "WHERE table_name = 'meta' AND table_schema = current_schema()"
     )
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, schema: str | None = None) -> None:
         import psycopg2
 
         self._lock = threading.RLock()
         self._connection = psycopg2.connect(url)
+        if schema is not None:
+            with self._connection.cursor() as cursor:
+                cursor.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+                cursor.execute(f'SET search_path TO "{schema}"')
+            self._connection.commit()
         _ensure_schema(self)
 
     def rows(self, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -226,3 +232,16 @@ def _ensure_schema(database: SqliteDatabase | PostgresDatabase) -> None:
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (SCHEMA_VERSION,),
         )
+
+
+def drop_schema(url: str, schema: str) -> None:
+    """Delete a PostgreSQL schema with every catalog table in it (a deleted workspace's)."""
+    import psycopg2
+
+    connection = psycopg2.connect(url)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        connection.commit()
+    finally:
+        connection.close()

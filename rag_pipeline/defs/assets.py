@@ -1,5 +1,7 @@
 """The asset graph, one dynamic partition per document, each asset a thin call into ``Indexer``.
 
+Partition keys name the workspace too (``ids.partition_key``); the indexer sees document ids.
+
 Every asset materializes all the run's documents in one invocation (single-run backfill policy),
 so a run over N changed documents is one process and the embedding batches span documents.
 """
@@ -29,6 +31,7 @@ from pydantic import Field
 
 from rag_pipeline.defs.partitions import documents_partitions
 from rag_pipeline.defs.resources import IndexingResource
+from rag_pipeline.ids import partition_document
 from rag_pipeline.indexing.checks import CheckOutcome, run_checks
 from rag_pipeline.indexing.commit import write_points
 
@@ -63,17 +66,20 @@ def record_per_document(
     run's own, so the accumulator is extended once. (Dagster internals, pinned by
     ``dagster==1.13.*`` and by a test reading the metadata back.)
     """
+    documents = {key: partition_document(key)[1] for key in context.partition_keys}
     step = context.op_execution_context._step_execution_context
     accumulated = dict(step._metadata_accumulator.per_output_metadata)
-    for key in context.partition_keys:
-        values = {name: value for name, value in report.get(key, {}).items() if value is not None}
+    for key, doc_id in documents.items():
+        values = {
+            name: value for name, value in report.get(doc_id, {}).items() if value is not None
+        }
         if values:
             accumulated[
                 AssetMetadataHandle(asset_key=context.assets_def.key, partition_key=key)
             ] = values
     step._metadata_accumulator = OutputMetadataAccumulator(per_output_metadata=accumulated)
-    failed = sum(1 for key in context.partition_keys if "error" in report.get(key, {}))
-    summary = {"batch_documents": len(context.partition_keys), "batch_failed": failed}
+    failed = sum(1 for doc_id in documents.values() if "error" in report.get(doc_id, {}))
+    summary = {"batch_documents": len(documents), "batch_failed": failed}
     summary |= {f"batch_{name}": value for name, value in report.get("*", {}).items()}
     return MaterializeResult(metadata=summary)
 
@@ -87,7 +93,9 @@ def file_manifest(
     context: AssetExecutionContext, config: ManifestConfig, indexing: IndexingResource
 ) -> MaterializeResult:
     plan = indexing.indexer.plan(
-        context.partition_keys, force=config.force, retry_failed=config.retry_failed
+        indexing.documents(context.partition_keys),
+        force=config.force,
+        retry_failed=config.retry_failed,
     )
     return record_per_document(context, plan)
 
@@ -99,7 +107,9 @@ def file_manifest(
     "direct parsers).",
 )
 def parsed_pages(context: AssetExecutionContext, indexing: IndexingResource) -> MaterializeResult:
-    return record_per_document(context, indexing.indexer.parse(context.partition_keys))
+    return record_per_document(
+        context, indexing.indexer.parse(indexing.documents(context.partition_keys))
+    )
 
 
 @asset(
@@ -108,7 +118,9 @@ def parsed_pages(context: AssetExecutionContext, indexing: IndexingResource) -> 
     description="Chunks sized in the dense model's tokens, with pages, boxes and section.",
 )
 def chunks(context: AssetExecutionContext, indexing: IndexingResource) -> MaterializeResult:
-    return record_per_document(context, indexing.indexer.chunk(context.partition_keys))
+    return record_per_document(
+        context, indexing.indexer.chunk(indexing.documents(context.partition_keys))
+    )
 
 
 @asset(
@@ -119,7 +131,9 @@ def chunks(context: AssetExecutionContext, indexing: IndexingResource) -> Materi
 def dense_embeddings(
     context: AssetExecutionContext, indexing: IndexingResource
 ) -> MaterializeResult:
-    return record_per_document(context, indexing.indexer.embed_dense(context.partition_keys))
+    return record_per_document(
+        context, indexing.indexer.embed_dense(indexing.documents(context.partition_keys))
+    )
 
 
 @asset(
@@ -130,7 +144,9 @@ def dense_embeddings(
 def sparse_embeddings(
     context: AssetExecutionContext, indexing: IndexingResource
 ) -> MaterializeResult:
-    return record_per_document(context, indexing.indexer.embed_sparse(context.partition_keys))
+    return record_per_document(
+        context, indexing.indexer.embed_sparse(indexing.documents(context.partition_keys))
+    )
 
 
 @asset(
@@ -142,7 +158,9 @@ def sparse_embeddings(
 def image_embeddings(
     context: AssetExecutionContext, indexing: IndexingResource
 ) -> MaterializeResult:
-    return record_per_document(context, indexing.indexer.embed_pictures(context.partition_keys))
+    return record_per_document(
+        context, indexing.indexer.embed_pictures(indexing.documents(context.partition_keys))
+    )
 
 
 _QDRANT_POINTS = AssetKey("qdrant_points")
@@ -168,14 +186,15 @@ def qdrant_points(
     context: AssetExecutionContext, indexing: IndexingResource
 ) -> Iterator[MaterializeResult | AssetCheckResult | AssetCheckEvaluation]:
     indexer = indexing.indexer
-    keys = context.partition_keys
-    yield record_per_document(context, write_points(indexer, keys))
-    for name, outcome in run_checks(indexer, keys).items():
-        yield from _check_events(name, outcome, set(keys))
+    doc_ids = indexing.documents(context.partition_keys)
+    yield record_per_document(context, write_points(indexer, doc_ids))
+    keys = dict(zip(doc_ids, context.partition_keys, strict=True))
+    for name, outcome in run_checks(indexer, doc_ids).items():
+        yield from _check_events(name, outcome, keys)
 
 
 def _check_events(
-    name: str, outcome: CheckOutcome, keys: set[str]
+    name: str, outcome: CheckOutcome, keys: dict[str, str]
 ) -> Iterator[AssetCheckResult | AssetCheckEvaluation]:
     # Per-document evaluations for the documents that fail (each is a separate event, so
     # passing documents are summed up in the batch result instead).
@@ -185,7 +204,7 @@ def _check_events(
                 asset_key=_QDRANT_POINTS,
                 check_name=name,
                 passed=False,
-                partition=doc_id,
+                partition=keys[doc_id],
                 severity=AssetCheckSeverity.ERROR,
                 metadata={"problem": problem},
             )

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 
 def dagster_home(settings: Settings) -> Path:
-    return settings.home / "dagster"
+    """One instance per installation: every workspace's runs and partitions are in it."""
+    return settings.root / "dagster"
 
 
 def instance_config(settings: Settings) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""One dynamic partition per document, keyed by its readable id (``<folder>/<path inside it>``).
+"""One dynamic partition per document, keyed by its readable id (``<folder>/<path inside it>``,
+under ``/<workspace>/`` outside the default workspace: ``ids.partition_key``).
 
 A Dagster run covers one contiguous range of partition keys, and dynamic partitions are ordered
 by when they were added. So before a run, the documents it must handle are removed and added
@@ -13,6 +14,8 @@ from typing import TYPE_CHECKING
 
 from dagster import DynamicPartitionsDefinition
 
+from rag_pipeline.ids import partition_document, partition_key
+
 if TYPE_CHECKING:
     from dagster import DagsterInstance
 
@@ -24,18 +27,21 @@ RANGE_END_TAG = "dagster/asset_partition_range_end"
 
 
 def arrange_partitions(
-    instance: DagsterInstance, batch: list[str], listed: Iterable[str]
+    instance: DagsterInstance, workspace: str, documents: list[str], listed: Iterable[str]
 ) -> dict[str, str]:
-    """Make ``batch`` one contiguous range of partitions and return the run tags for it.
+    """Make the partitions of a workspace's ``documents`` one contiguous range and return the
+    run tags for it.
 
-    ``listed`` are all documents that should have a partition (on disk or in the catalog);
-    partitions of anything else are removed, missing ones added. Partitions are only moved when
-    the batch is not already contiguous (a single document always is).
+    ``listed`` are all the workspace's documents that should have a partition (on disk or in
+    the catalog); its partitions of anything else are removed, missing ones added; other
+    workspaces' partitions stay. Partitions are only moved when the batch is not already
+    contiguous (a single document always is).
     """
-    wanted = set(listed) | set(batch)
+    batch = [partition_key(workspace, doc_id) for doc_id in documents]
+    wanted = {partition_key(workspace, doc_id) for doc_id in listed} | set(batch)
     existing = []
     for key in instance.get_dynamic_partitions(DOCUMENTS):
-        if key in wanted:
+        if key in wanted or partition_document(key)[0] != workspace:
             existing.append(key)
         else:
             instance.delete_dynamic_partition(DOCUMENTS, key)
@@ -62,8 +68,16 @@ def arrange_partitions(
     return {RANGE_START_TAG: ordered[0], RANGE_END_TAG: ordered[-1]} if ordered else {}
 
 
-def remove_partitions(instance: DagsterInstance, keys: Iterable[str]) -> None:
+def remove_partitions(instance: DagsterInstance, workspace: str, documents: Iterable[str]) -> None:
     existing = set(instance.get_dynamic_partitions(DOCUMENTS))
-    for key in keys:
+    for doc_id in documents:
+        key = partition_key(workspace, doc_id)
         if key in existing:
+            instance.delete_dynamic_partition(DOCUMENTS, key)
+
+
+def remove_other_workspaces_partitions(instance: DagsterInstance, workspaces: set[str]) -> None:
+    """Forget the partitions of workspaces that were deleted."""
+    for key in instance.get_dynamic_partitions(DOCUMENTS):
+        if partition_document(key)[0] not in workspaces:
             instance.delete_dynamic_partition(DOCUMENTS, key)

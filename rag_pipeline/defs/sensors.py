@@ -1,4 +1,5 @@
-"""Watching the folders: a sensor that batches every change into one run, and an hourly fallback."""
+"""Watching the folders: a sensor that batches each workspace's changes into one run per workspace,
+and an hourly fallback."""
 
 from __future__ import annotations
 
@@ -17,15 +18,18 @@ from dagster import (
 )
 
 from rag_pipeline.catalog import Catalog
-from rag_pipeline.config import load_settings
+from rag_pipeline.config import Settings, load_settings
+from rag_pipeline.defs.partitions import remove_other_workspaces_partitions
 from rag_pipeline.defs.runs import (
     TRIGGER_TAG,
     fail_abandoned_runs,
     index_documents_job,
     plan_index_run,
+    workspace_of_run,
 )
 from rag_pipeline.indexing.incremental import find_work
 from rag_pipeline.locking import LockTimeout, index_lock
+from rag_pipeline.workspaces import list_workspaces
 
 _ACTIVE = [
     DagsterRunStatus.QUEUED,
@@ -35,13 +39,31 @@ _ACTIVE = [
 ]
 
 
-def _index_run_request(instance: DagsterInstance, trigger: str) -> RunRequest | SkipReason:
-    settings = load_settings()
-    fail_abandoned_runs(instance, settings.home)
-    active = instance.get_runs(
-        RunsFilter(job_name=index_documents_job.name, statuses=_ACTIVE), limit=1
-    )
-    if active:
+def _index_run_requests(instance: DagsterInstance, trigger: str) -> list[RunRequest] | SkipReason:
+    """A run for each workspace with changes and no run of its own queued or in progress."""
+    workspaces = list_workspaces(load_settings())
+    remove_other_workspaces_partitions(instance, {workspace.id for workspace in workspaces})
+    busy = {
+        workspace_of_run(run.tags)
+        for run in instance.get_runs(
+            RunsFilter(job_name=index_documents_job.name, statuses=_ACTIVE)
+        )
+    }
+    requests, skipped = [], []
+    for workspace in workspaces:
+        request = _index_run_request(instance, workspace.settings, trigger, busy)
+        if isinstance(request, RunRequest):
+            requests.append(request)
+        else:
+            skipped.append(f"{workspace.name}: {request.skip_message}")
+    return requests or SkipReason("; ".join(skipped))
+
+
+def _index_run_request(
+    instance: DagsterInstance, settings: Settings, trigger: str, busy: set[str]
+) -> RunRequest | SkipReason:
+    fail_abandoned_runs(instance, settings)
+    if settings.workspace in busy:
         return SkipReason("an indexing run is queued or in progress")
     try:
         with index_lock(settings.home, timeout_seconds=0), Catalog(settings) as catalog:
@@ -49,7 +71,7 @@ def _index_run_request(instance: DagsterInstance, trigger: str) -> RunRequest | 
     except LockTimeout:
         return SkipReason("an indexing run is in progress")
     # Also removes the partitions of documents a previous run deleted.
-    planned = plan_index_run(instance, diff)
+    planned = plan_index_run(instance, settings, diff)
     if not planned.tags:
         return SkipReason("no document changed")
     # No run key: Dagster never launches a key twice, and the same change may need another run
@@ -64,11 +86,11 @@ def _index_run_request(instance: DagsterInstance, trigger: str) -> RunRequest | 
     # Read when the code location loads (RAG_PIPELINE_INDEXING__SENSOR_SECONDS).
     minimum_interval_seconds=load_settings().indexing.sensor_seconds,
     default_status=DefaultSensorStatus.RUNNING,
-    description="Scans the watched folders and requests one run for all new, changed and "
-    "deleted documents.",
+    description="Scans every workspace's watched folders and requests one run per workspace "
+    "for all its new, changed and deleted documents.",
 )
-def watched_folders_sensor(context: SensorEvaluationContext) -> RunRequest | SkipReason:
-    return _index_run_request(context.instance, "sensor")
+def watched_folders_sensor(context: SensorEvaluationContext) -> list[RunRequest] | SkipReason:
+    return _index_run_requests(context.instance, "sensor")
 
 
 @schedule(
@@ -77,5 +99,5 @@ def watched_folders_sensor(context: SensorEvaluationContext) -> RunRequest | Ski
     default_status=DefaultScheduleStatus.STOPPED,
     description="Hourly fallback for when the sensor is off: the same scan and batched run.",
 )
-def hourly_index_schedule(context: ScheduleEvaluationContext) -> RunRequest | SkipReason:
-    return _index_run_request(context.instance, "schedule")
+def hourly_index_schedule(context: ScheduleEvaluationContext) -> list[RunRequest] | SkipReason:
+    return _index_run_requests(context.instance, "schedule")

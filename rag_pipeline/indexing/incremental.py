@@ -90,8 +90,8 @@ def _run(
         len(diff.files),
     )
     with get_instance(settings) as instance:
-        fail_abandoned_runs(instance, settings.home)  # e.g. an earlier `index` killed mid-way
-        planned = plan_index_run(instance, diff)
+        fail_abandoned_runs(instance, settings)  # e.g. an earlier `index` killed mid-way
+        planned = plan_index_run(instance, settings, diff)
         level = "DEBUG" if verbose else "ERROR"
         result = defs.resolve_job_def(index_documents_job.name).execute_in_process(
             instance=instance,
@@ -101,7 +101,7 @@ def _run(
             raise_on_error=False,
         )
         if result.success:
-            remove_partitions(instance, diff.deleted)
+            remove_partitions(instance, settings.workspace, diff.deleted)
         else:
             logger.error("the Dagster run %s failed; see `rag-pipeline ui`", result.run_id)
         return result.success

@@ -453,7 +453,7 @@ def target_collection(settings: Settings, catalog: Catalog) -> CollectionRecord:
     """The collection runs write to for the configured models (recorded when new)."""
     layout = VectorModels.of(settings).layout
     return catalog.target_collection(
-        layout.collection_name(settings.store.collection),
+        layout.collection_name(settings.collection_prefix),
         layout.as_dict(),
         settings.vector_models(),
     )

@@ -11,7 +11,9 @@ from rag_pipeline.defs.partitions import (
     RANGE_END_TAG,
     RANGE_START_TAG,
     arrange_partitions,
+    remove_other_workspaces_partitions,
 )
+from rag_pipeline.ids import DEFAULT_WORKSPACE
 
 PIPELINE = [
     "file_manifest",
@@ -76,19 +78,38 @@ def test_postgres_storage_names_the_psycopg2_driver(home: Path) -> None:
 
 def test_a_batch_becomes_one_contiguous_partition_range() -> None:
     with DagsterInstance.ephemeral() as instance:
-        arrange_partitions(instance, ["a", "b", "c", "d"], [])
+        arrange_partitions(instance, DEFAULT_WORKSPACE, ["a", "b", "c", "d"], [])
         # b and d changed: not contiguous, so they move to the end together.
-        tags = arrange_partitions(instance, ["b", "d"], ["a", "b", "c", "d"])
+        tags = arrange_partitions(instance, DEFAULT_WORKSPACE, ["b", "d"], ["a", "b", "c", "d"])
         keys = instance.get_dynamic_partitions(DOCUMENTS)
         start, end = keys.index(tags[RANGE_START_TAG]), keys.index(tags[RANGE_END_TAG])
         assert sorted(keys[start : end + 1]) == ["b", "d"]
         # A single document is always contiguous: nothing moves.
         before = instance.get_dynamic_partitions(DOCUMENTS)
-        assert arrange_partitions(instance, ["a"], before) == {
+        assert arrange_partitions(instance, DEFAULT_WORKSPACE, ["a"], before) == {
             RANGE_START_TAG: "a",
             RANGE_END_TAG: "a",
         }
         assert instance.get_dynamic_partitions(DOCUMENTS) == before
         # Partitions of documents that exist nowhere any more are removed.
-        arrange_partitions(instance, [], ["a", "b"])
+        arrange_partitions(instance, DEFAULT_WORKSPACE, [], ["a", "b"])
+        assert sorted(instance.get_dynamic_partitions(DOCUMENTS)) == ["a", "b"]
+
+
+def test_a_workspace_arranges_only_its_own_partitions() -> None:
+    with DagsterInstance.ephemeral() as instance:
+        arrange_partitions(instance, DEFAULT_WORKSPACE, ["a", "b"], [])
+        tags = arrange_partitions(instance, "acme", ["a", "c"], [])
+        assert (tags[RANGE_START_TAG], tags[RANGE_END_TAG]) == ("/acme/a", "/acme/c")
+        # acme's "a" is not the default workspace's "a"; neither run removes the other's.
+        arrange_partitions(instance, DEFAULT_WORKSPACE, ["b"], ["b"])
+        arrange_partitions(instance, "acme", [], ["c"])
+        assert sorted(instance.get_dynamic_partitions(DOCUMENTS)) == ["/acme/c", "b"]
+        # A range that other workspaces' partitions would break up is moved.
+        arrange_partitions(instance, DEFAULT_WORKSPACE, ["a"], ["a", "b"])
+        tags = arrange_partitions(instance, DEFAULT_WORKSPACE, ["b", "a"], ["a", "b"])
+        keys = instance.get_dynamic_partitions(DOCUMENTS)
+        start, end = keys.index(tags[RANGE_START_TAG]), keys.index(tags[RANGE_END_TAG])
+        assert sorted(keys[start : end + 1]) == ["a", "b"]
+        remove_other_workspaces_partitions(instance, {DEFAULT_WORKSPACE})
         assert sorted(instance.get_dynamic_partitions(DOCUMENTS)) == ["a", "b"]

@@ -7,7 +7,6 @@ from dagster import (
     DagsterInstance,
     DagsterRun,
     DagsterRunStatus,
-    RunRequest,
     SkipReason,
     build_sensor_context,
 )
@@ -15,8 +14,10 @@ from dagster import (
 from rag_pipeline.config import load_settings
 from rag_pipeline.defs.instance import get_instance
 from rag_pipeline.defs.partitions import DOCUMENTS, RANGE_END_TAG, RANGE_START_TAG
+from rag_pipeline.defs.runs import WORKSPACE_TAG
 from rag_pipeline.defs.sensors import watched_folders_sensor
 from rag_pipeline.locking import index_lock
+from rag_pipeline.workspaces import create_workspace
 from rag_pipeline_tests.conftest import Cli
 
 
@@ -27,17 +28,32 @@ def watched(home: Path, source: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return source
 
 
-def test_new_files_become_partitions_and_one_run_request(home: Path, watched: Path) -> None:
+def test_new_files_become_partitions_and_one_run_request_per_workspace(
+    home: Path, watched: Path
+) -> None:
     for name in ("a.md", "b.md", "c.md"):
         (watched / name).write_text(f"# {name}\n\nSome text about {name}.", encoding="utf-8")
+    acme = create_workspace(load_settings(home), "Acme")
+    (acme.settings.upload_folder / "a.md").write_text("# Acme\n\nText.", encoding="utf-8")
     with get_instance(load_settings(home)) as instance:
         result = watched_folders_sensor(build_sensor_context(instance=instance))
-        assert isinstance(result, RunRequest)
-        assert (
-            result.tags[RANGE_START_TAG] == "docs/a.md"
-            and result.tags[RANGE_END_TAG] == "docs/c.md"
+        assert isinstance(result, list)
+        by_workspace = {request.tags[WORKSPACE_TAG]: request for request in result}
+        assert sorted(by_workspace) == ["acme", "default"]
+        default, acme_run = by_workspace["default"], by_workspace["acme"]
+        assert (default.tags[RANGE_START_TAG], default.tags[RANGE_END_TAG]) == (
+            "docs/a.md",
+            "docs/c.md",
         )
+        assert (
+            acme_run.tags[RANGE_START_TAG] == acme_run.tags[RANGE_END_TAG] == "/acme/uploads/a.md"
+        )
+        assert acme_run.run_config["resources"]["indexing"]["config"] == {
+            "home": str(home),
+            "workspace": "acme",
+        }
         assert sorted(instance.get_dynamic_partitions(DOCUMENTS)) == [
+            "/acme/uploads/a.md",
             "docs/a.md",
             "docs/b.md",
             "docs/c.md",
@@ -67,7 +83,7 @@ def test_a_run_whose_process_let_go_of_the_lock_but_lives_is_not_abandoned(home:
         run_id = _started_run(instance)
         with index_lock(home, holder=run_id):  # this process: it is still recording its end
             pass
-        assert fail_abandoned_runs(instance, home) == []
+        assert fail_abandoned_runs(instance, load_settings(home)) == []
 
 
 def test_a_run_whose_process_died_after_taking_the_lock_is_marked_failed(home: Path) -> None:
@@ -87,5 +103,5 @@ def test_a_run_whose_process_died_after_taking_the_lock_is_marked_failed(home: P
             ],
             check=True,
         )
-        assert fail_abandoned_runs(instance, home) == [run_id]
+        assert fail_abandoned_runs(instance, load_settings(home)) == [run_id]
         assert instance.get_run_by_id(run_id).status == DagsterRunStatus.FAILURE

@@ -1,0 +1,146 @@
+"""Workspaces: separate bodies of documents in one installation.
+
+Each has a display name (any language) and an ASCII id derived from it (``ids.workspace_id``),
+its own watched folders and upload folder, catalog, Qdrant collection, stage files and
+conversations. The default workspace is the installation's home itself, as it was before
+workspaces existed; any other lives in ``<home>/workspaces/<id>/`` (``config.workspace_home``),
+named by the ``workspace.json`` there.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rag_pipeline.catalog import Catalog
+from rag_pipeline.catalog.database import drop_schema
+from rag_pipeline.config import Settings, load_settings, workspace_home, write_stored_settings
+from rag_pipeline.ids import DEFAULT_WORKSPACE, is_workspace_id, workspace_id
+from rag_pipeline.locking import index_lock
+from rag_pipeline.store import drop_collection
+
+_DESCRIPTION = "workspace.json"
+_DEFAULT_NAME = "Default"
+_NAME_CHARS = 80
+
+
+class WorkspaceError(ValueError):
+    """No such workspace, or a name that cannot be used; the message says which."""
+
+
+@dataclass(frozen=True, slots=True)
+class Workspace:
+    id: str
+    name: str
+    created: float | None
+    last_opened: float | None
+    settings: Settings
+
+    @property
+    def home(self) -> Path:
+        return self.settings.home
+
+
+def list_workspaces(settings: Settings) -> list[Workspace]:
+    """The installation's workspaces: the default one first, then by name."""
+    root = settings.root
+    others = []
+    folder = root / "workspaces"
+    for home in sorted(folder.iterdir()) if folder.is_dir() else []:
+        if is_workspace_id(home.name) and (home / _DESCRIPTION).is_file():
+            others.append(_open(root, home.name))
+    return [_open(root, DEFAULT_WORKSPACE), *sorted(others, key=lambda w: w.name.casefold())]
+
+
+def find_workspace(settings: Settings, name_or_id: str) -> Workspace:
+    """The workspace with this id or display name (letter case aside)."""
+    wanted = name_or_id.strip()
+    for workspace in list_workspaces(settings):
+        if wanted in (workspace.id, workspace.name) or (
+            wanted.casefold() == workspace.name.casefold()
+        ):
+            return workspace
+    raise WorkspaceError(f"no workspace {name_or_id!r} (see `rag-pipeline workspace list`)")
+
+
+def create_workspace(settings: Settings, name: str) -> Workspace:
+    name = _valid_name(name)
+    if any(w.name.casefold() == name.casefold() for w in list_workspaces(settings)):
+        raise WorkspaceError(f"a workspace named {name!r} exists already")
+    new_id = workspace_id(name)
+    home = workspace_home(settings.root, new_id)
+    if home.exists():
+        raise WorkspaceError(f"a workspace with the id {new_id!r} exists already")
+    home.mkdir(parents=True)
+    # Its own (empty) list of folders: the installation's belong to the default workspace.
+    write_stored_settings(home, {"sources": []})
+    load_settings(settings.root, new_id).upload_folder.mkdir()
+    _describe(home, {"name": name, "created": time.time(), "last_opened": None})
+    return _open(settings.root, new_id)
+
+
+def rename_workspace(workspace: Workspace, name: str) -> Workspace:
+    """A new display name; the id, and so the collection and folders, stay."""
+    name = _valid_name(name)
+    others = list_workspaces(workspace.settings)
+    if any(w.name.casefold() == name.casefold() and w.id != workspace.id for w in others):
+        raise WorkspaceError(f"a workspace named {name!r} exists already")
+    _describe(workspace.home, _description(workspace.home) | {"name": name})
+    return _open(workspace.settings.root, workspace.id)
+
+
+def mark_opened(workspace: Workspace) -> None:
+    _describe(workspace.home, _description(workspace.home) | {"last_opened": time.time()})
+
+
+def delete_workspace(workspace: Workspace, *, wait_seconds: float = 60.0) -> None:
+    """Drop the workspace's collections, catalog, stage files, uploads and conversations, and
+    nothing else: its watched folders outside it stay untouched."""
+    if workspace.id == DEFAULT_WORKSPACE:
+        raise WorkspaceError("the default workspace cannot be deleted")
+    settings = workspace.settings
+    with index_lock(settings.home, timeout_seconds=wait_seconds):
+        with Catalog(settings) as catalog:
+            collections = [collection.name for collection in catalog.collections()]
+        for collection in collections:
+            drop_collection(settings, collection)
+        if settings.catalog.url and settings.catalog_schema:
+            drop_schema(settings.catalog.url, settings.catalog_schema)
+    shutil.rmtree(settings.home)
+
+
+def _valid_name(name: str) -> str:
+    name = " ".join(name.split())
+    if not name:
+        raise WorkspaceError("a workspace needs a name")
+    if len(name) > _NAME_CHARS:
+        raise WorkspaceError(f"a workspace name has at most {_NAME_CHARS} characters")
+    return name
+
+
+def _open(root: Path, id_: str) -> Workspace:
+    settings = load_settings(root, id_)
+    described = _description(settings.home)
+    return Workspace(
+        id=id_,
+        name=described.get("name") or (_DEFAULT_NAME if id_ == DEFAULT_WORKSPACE else id_),
+        created=described.get("created"),
+        last_opened=described.get("last_opened"),
+        settings=settings,
+    )
+
+
+def _description(home: Path) -> dict[str, object]:
+    path = home / _DESCRIPTION
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _describe(home: Path, described: dict[str, object]) -> None:
+    path = home / _DESCRIPTION
+    home.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(described, indent=2, ensure_ascii=False) + "\n")
+    temporary.replace(path)
