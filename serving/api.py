@@ -8,29 +8,73 @@
   folder (``serving.preview.source_file``).
 
 Ids travel as query parameters: chunk ids hold ``#`` and ``@``, file names anything.
+
+The files are anyone's: an indexed HTML page may hold scripts, a ``.png`` may hold HTML. So a
+file is a download unless it is a PDF or a raster picture by the catalog and by its own first
+bytes, and every response here forbids sniffing and, by its Content-Security-Policy, runs no
+script and loads nothing, in a sandbox of its own origin: nothing served here can act as the
+page.
 """
 
 from __future__ import annotations
 
 import html
-from typing import Annotated
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from fastapi.routing import APIRoute
 
 from serving.assistant import Assistant
 from serving.preview import PreviewError, preview, source_file
 from serving.retrieval import QueryError
 
+# Inline styles only: Chromium styles its own viewer of a picture with them.
+CONTENT_SECURITY_POLICY = "sandbox; default-src 'none'; style-src 'unsafe-inline'"
+SAFE_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+}
+# What a browser may show in place: the picture formats by the name Pillow reads in their bytes.
+_PICTURE_TYPES = {
+    "PNG": "image/png",
+    "JPEG": "image/jpeg",
+    "GIF": "image/gif",
+    "WEBP": "image/webp",
+    "BMP": "image/bmp",
+}
+
+
+class _Guarded(APIRoute):
+    """A route whose every response, refusals included, carries :data:`SAFE_HEADERS`."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def guarded(request: Request) -> Response:
+            try:
+                response = await handler(request)
+            except HTTPException as error:
+                error.headers = {**(error.headers or {}), **SAFE_HEADERS}
+                raise
+            response.headers.update(SAFE_HEADERS)
+            return response
+
+        return guarded
+
 
 def api_routes(assistant: Assistant) -> APIRouter:
-    router = APIRouter()
+    router = APIRouter(route_class=_Guarded)
     settings = assistant.settings
 
     @router.get("/api/search")
     def search(
         q: Annotated[str, Query(description="what to search for")] = "",
-        k: Annotated[int, Query(ge=1, le=100, description="passages to retrieve")] = 8,
+        k: Annotated[
+            int | None, Query(ge=1, description="passages to retrieve (at most serving.max_k)")
+        ] = None,
     ) -> JSONResponse:
         try:
             documents = assistant.search_documents(q, k)
@@ -55,9 +99,35 @@ def api_routes(assistant: Assistant) -> APIRouter:
     @router.get("/api/file")
     def original_file(doc_id: str) -> FileResponse:
         try:
-            _, path = source_file(settings, assistant.catalog, doc_id)
+            record, path = source_file(settings, assistant.catalog, doc_id)
         except PreviewError as error:
             raise HTTPException(status_code=404, detail=str(error)) from error
-        return FileResponse(path, filename=path.name, content_disposition_type="inline")
+        shown_as = inline_type(record.file_type, path)
+        return FileResponse(
+            path,
+            filename=path.name,  # RFC 5987-encoded when it is not ASCII
+            media_type=shown_as or "application/octet-stream",
+            content_disposition_type="inline" if shown_as else "attachment",
+        )
 
     return router
+
+
+def inline_type(file_type: str, path: Path) -> str | None:
+    """The media type a file may be shown as in the browser, or None: it is only downloaded.
+
+    Only a PDF or a raster picture by the catalog's file type whose first bytes say the same;
+    never a type guessed from the name (an ``.html`` renamed ``.pdf`` stays a download).
+    """
+    from PIL import Image
+
+    try:
+        if file_type == "pdf":
+            with path.open("rb") as handle:
+                return "application/pdf" if b"%PDF-" in handle.read(1024) else None
+        if file_type == "image":
+            with Image.open(path) as picture:  # reads the header only
+                return _PICTURE_TYPES.get(picture.format or "")
+    except (OSError, Image.DecompressionBombError):  # unreadable, not a picture, too many pixels
+        return None
+    return None

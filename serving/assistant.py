@@ -21,7 +21,7 @@ from serving.history import History
 from serving.preview import PreviewError, picture_file
 from serving.replica import RefreshLoop, RefreshReport, open_serving_store
 from serving.rerank import load_reranker
-from serving.retrieval import Candidate, Retrieval, Retriever
+from serving.retrieval import Candidate, QueryError, Retrieval, Retriever
 
 if TYPE_CHECKING:
     from PIL.Image import Image
@@ -106,6 +106,7 @@ class Assistant:
     def search(
         self, query: str, query_filter: QueryFilter | None = None, top_k: int | None = None
     ) -> Retrieval:
+        self._check_length(query)
         retrieval = self.retriever.retrieve(query, query_filter, top_k=top_k)
         self.history.record_trace(retrieval)
         return retrieval
@@ -121,6 +122,7 @@ class Assistant:
         The conversation so far is the model's context, and the previous question joins this
         one in the search, so a follow-up ("and in 2021?") finds what it refers to.
         """
+        self._check_length(question)
         if conversation_id is None:
             conversation_id = self.history.new_conversation(question)
         earlier = self.history.messages(conversation_id)
@@ -162,11 +164,18 @@ class Assistant:
         except (PreviewError, OSError):  # re-indexed or deleted since it was found
             return None
 
-    def search_documents(self, query: str, k: int) -> list[dict[str, Any]]:
+    def search_documents(self, query: str, k: int | None = None) -> list[dict[str, Any]]:
         """The search API's answer: passages grouped by document, best document first.
 
-        The shape deer-flow's local search expects of a retriever's Documents.
+        The shape deer-flow's local search expects of a retriever's Documents; a document's
+        url is the original-file route, its path the one inside its watched folder. ``k``
+        passages at most ``serving.max_k``, by default ``retrieval.top_k`` (within that bound).
         """
+        limit = self.settings.serving.max_k
+        if k is None:
+            k = min(self.settings.retrieval.top_k, limit)
+        elif k > limit:
+            raise QueryError(f"k is {k}: at most {limit} passages are returned")
         retrieval = self.search(query, top_k=k)
         documents: dict[str, dict[str, Any]] = {}
         for passage in retrieval.passages:
@@ -178,12 +187,12 @@ class Assistant:
                 {
                     "id": doc_id,
                     "title": payload.get("title") or Path(file_path).stem,
-                    "url": Path(file_path).as_uri() if file_path else f"/files/{quote(doc_id)}",
+                    "url": f"/api/file?doc_id={quote(doc_id)}",
                     "chunks": [],
                     "extra": {
                         "source": {
                             "doc_id": doc_id,
-                            "file_path": file_path,
+                            "file_path": self.shown_path(file_path),
                             "page": payload.get("page"),
                             "bbox": payload.get("bbox"),
                         }
@@ -192,6 +201,21 @@ class Assistant:
             )
             document["chunks"].append({"content": passage.text, "similarity": passage.score})
         return list(documents.values())
+
+    def _check_length(self, query: str) -> None:
+        """Refuse a question or search longer than ``serving.max_query_chars``: the page and the
+        API are open to others, and embedding and reranking a long text costs the server."""
+        limit = self.settings.serving.max_query_chars
+        if len(query) > limit:
+            raise QueryError(
+                f"the query is {len(query)} characters long: at most {limit} are accepted"
+            )
+
+    def shown_path(self, file_path: str) -> str:
+        """A file's path inside its watched folder: all a remote reader sees of where it lies."""
+        path = Path(file_path)
+        folder = next((f for f in self.settings.watched_folders if path.is_relative_to(f)), None)
+        return path.relative_to(folder).as_posix() if folder else path.name
 
     def close(self) -> None:
         self._refresh.stop()

@@ -101,8 +101,8 @@ def render_picture(path: Path, boxes: list[dict[str, float]], *, most_side: int 
     try:
         with Image.open(path) as opened:
             picture = opened.convert("RGB")
-    except (UnidentifiedImageError, OSError) as error:
-        raise PreviewError(f"cannot read the image {path.name}: {error}") from error
+    except (UnidentifiedImageError, OSError) as error:  # its message names the server's path
+        raise PreviewError(f"cannot read the image {path.name}") from error
     overlay = Image.new("RGBA", picture.size, (0, 0, 0, 0))
     draw = ImageDraw.Draw(overlay)
     amber = tuple(round(255 * channel) for channel in HIGHLIGHT)
@@ -132,8 +132,10 @@ def render_page(path: Path, page_number: int, boxes: list[dict[str, float]], *, 
                     width=1.5,
                 )
             return page.get_pixmap(dpi=dpi).tobytes("png")
-    except (RuntimeError, ValueError, IndexError) as error:  # damaged, or changed since indexing
-        raise PreviewError(f"cannot render page {page_number} of {path.name}: {error}") from error
+    except (RuntimeError, ValueError, IndexError) as error:  # its message may name the path
+        raise PreviewError(
+            f"cannot render page {page_number} of {path.name} (damaged, or changed since indexing)"
+        ) from error
 
 
 def passage_in_context(rows: list[dict[str, Any]], position: int) -> str:

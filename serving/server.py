@@ -26,6 +26,7 @@ def build_app(assistant: Assistant) -> FastAPI:
         app,
         build_page(assistant),
         path="/",
+        max_file_size=round(assistant.settings.serving.max_upload_mb * gr.FileSize.MB),
         css=PAGE_CSS,
         footer_links=["api"],
         theme=gr.themes.Default(font=["system-ui", "sans-serif"]),  # no web fonts: offline

@@ -1,9 +1,12 @@
-"""An indexed home the serving tests share: indexed once per module by the real pipeline."""
+"""An indexed home the serving tests share (indexed once per module by the real pipeline), and
+the browser the page is tried in."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -11,6 +14,11 @@ from rag_pipeline.catalog import Catalog
 from rag_pipeline.cli import main
 from rag_pipeline.config import Settings, load_settings
 from rag_pipeline_tests.documents import two_column_pdf
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
+
+CHROMIUM = Path("/usr/bin/chromium")
 
 GUIDE = """# Field guide
 
@@ -48,3 +56,26 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> Settings:
 def catalog(indexed: Settings) -> Iterator[Catalog]:
     with Catalog(indexed) as opened:
         yield opened
+
+
+@contextmanager
+def chromium() -> Iterator[Browser]:
+    """Debian's headless Chromium, driven by Playwright, without its background traffic."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
+        try:
+            yield browser
+        finally:
+            browser.close()

@@ -7,6 +7,7 @@ import pytest
 from rag_pipeline.config import Settings
 from rag_pipeline.store.schema import QueryFilter
 from serving.assistant import Assistant
+from serving.retrieval import QueryError
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +60,22 @@ def test_the_search_api_groups_passages_by_document(assistant: Assistant) -> Non
     documents = assistant.search_documents("三峡大坝在哪里", k=3)
     first = documents[0]
     assert first["id"] == "docs/rivers.txt" and first["title"] == "rivers"
-    assert first["url"].startswith("file://") and first["url"].endswith("rivers.txt")
+    assert first["url"] == "/api/file?doc_id=docs/rivers.txt"  # no path of the server's
     assert "宜昌" in first["chunks"][0]["content"] and first["chunks"][0]["similarity"] > 0
     assert first["extra"]["source"]["doc_id"] == "docs/rivers.txt"
+    assert first["extra"]["source"]["file_path"] == "rivers.txt"  # inside its watched folder
     assert len({document["id"] for document in documents}) == len(documents)
+
+
+def test_too_long_questions_and_searches_and_too_many_results_are_refused(
+    assistant: Assistant,
+) -> None:
+    too_long = "owl " * (assistant.settings.serving.max_query_chars // 4 + 1)
+    conversations = len(assistant.history.conversations())
+    with pytest.raises(QueryError, match="at most 2000 are accepted"):
+        list(assistant.ask(too_long))
+    assert len(assistant.history.conversations()) == conversations  # nothing kept
+    with pytest.raises(QueryError, match="at most 2000 are accepted"):
+        assistant.search_documents(too_long)
+    with pytest.raises(QueryError, match="at most 100 passages"):
+        assistant.search_documents("owls", k=101)

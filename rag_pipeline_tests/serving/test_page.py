@@ -18,12 +18,10 @@ from PIL import Image
 from rag_pipeline.cli import main
 from rag_pipeline.config import Settings, load_settings
 from rag_pipeline_tests.index_state import live_chunks
-from rag_pipeline_tests.serving.conftest import write_corpus
+from rag_pipeline_tests.serving.conftest import CHROMIUM, chromium, write_corpus
 from serving.assistant import Assistant
 from serving.history import History
 from serving.server import BackgroundServer
-
-CHROMIUM = Path("/usr/bin/chromium")
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +100,7 @@ def test_the_file_link_refuses_anything_but_an_indexed_document(served: str, doc
 def test_the_file_link_serves_an_indexed_document(served: str) -> None:
     response = httpx.get(f"{served}/api/file", params={"doc_id": "docs/guide.md"})
     assert response.status_code == 200 and b"Owls hunt at night" in response.content
+    assert response.headers["content-disposition"].startswith("attachment")
 
 
 def test_a_pdf_citation_preview_is_a_png_with_the_page(served: str, indexed: Settings) -> None:
@@ -113,40 +112,24 @@ def test_a_pdf_citation_preview_is_a_png_with_the_page(served: str, indexed: Set
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (.ci/run installs it)")
 def test_in_a_browser_a_cited_answer_opens_its_highlighted_page(served: str) -> None:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
-        try:
-            page = browser.new_page()
-            page.goto(served + "/")
-            question = page.locator("#question textarea")
-            question.fill("Which product codes does hybrid search still find?")
-            question.press("Enter")
-            citation = page.locator("#evidence a.citation").first
-            citation.wait_for(timeout=60_000)
-            assert "report.pdf" in page.locator("#evidence").inner_text()
-            assert page.locator("#chat a[href^='#cite:']").count() >= 1
-            citation.click()
-            image = page.locator("#preview-image img")
-            image.wait_for(timeout=30_000)
-            with httpx.Client(base_url=served) as http:
-                png = http.get(image.get_attribute("src") or "").content
-            assert _has_highlight(Image.open(io.BytesIO(png)).convert("RGB"))
-            assert "page" in page.locator("#preview-text").inner_text()
-            assert page.locator("#original-file").get_attribute("href").startswith("/api/file")
-        finally:
-            browser.close()
+    with chromium() as browser:
+        page = browser.new_page()
+        page.goto(served + "/")
+        question = page.locator("#question textarea")
+        question.fill("Which product codes does hybrid search still find?")
+        question.press("Enter")
+        citation = page.locator("#evidence a.citation").first
+        citation.wait_for(timeout=60_000)
+        assert "report.pdf" in page.locator("#evidence").inner_text()
+        assert page.locator("#chat a[href^='#cite:']").count() >= 1
+        citation.click()
+        image = page.locator("#preview-image img")
+        image.wait_for(timeout=30_000)
+        with httpx.Client(base_url=served) as http:
+            png = http.get(image.get_attribute("src") or "").content
+        assert _has_highlight(Image.open(io.BytesIO(png)).convert("RGB"))
+        assert "page" in page.locator("#preview-text").inner_text()
+        assert page.locator("#original-file").get_attribute("href").startswith("/api/file")
 
 
 def _has_highlight(image: Image.Image) -> bool:
