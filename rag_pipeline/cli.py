@@ -157,7 +157,12 @@ def _parser() -> argparse.ArgumentParser:
         help="add: no password (signs in through the reverse proxy or the token only)",
     )
 
-    serve = command("serve", _serve, "Serve the chat page and the search API on this home.")
+    serve = command(
+        "serve",
+        _serve,
+        "Serve the chat page and the search API on every workspace of this home.",
+        per_workspace=False,
+    )
     serve.add_argument("--port", type=int, help="default: serving.port (7860)")
     serve.add_argument("--host", help="default: serving.host (127.0.0.1)")
 
@@ -478,27 +483,35 @@ def _new_password(args: argparse.Namespace) -> str | None:
 def _serve(args: argparse.Namespace) -> int:
     from rag_pipeline.embedding.image import ImageModelError
     from rag_pipeline.store import StoreBusyError
+    from serving.access import AccessError, check_binding
     from serving.answer import AnswerError
     from serving.rerank import RerankError
 
     settings = _settings(args)
     host = args.host or settings.serving.host
     port = args.port or settings.serving.port
-    print(f"preparing the search index under {settings.home} …", file=sys.stderr)
-    from serving.assistant import Assistant
-    from serving.server import serve
-
     try:
-        assistant = Assistant(settings)
+        check_binding(host, settings.access)
+    except AccessError as error:
+        raise UserError(str(error)) from error
+    print(f"preparing the search indexes under {settings.home} …", file=sys.stderr)
+    from serving.server import serve
+    from serving.workspaces import ServedWorkspaces
+
+    workspaces = ServedWorkspaces(settings)
+    try:
+        workspaces.open_all()  # a bad model or a busy store fails now, not at a first question
     except StoreBusyError as error:
+        workspaces.close()
         raise UserError(f"{error} (is the page already served from this home?)") from error
     except (AnswerError, RerankError, ImageModelError) as error:
+        workspaces.close()
         raise UserError(str(error)) from error
     print(f"chat page on http://{host}:{port}/ (search API: /api/search?q=…)", file=sys.stderr)
     try:
-        serve(assistant, host, port)
+        serve(workspaces, host, port)
     finally:
-        assistant.close()
+        workspaces.close()
     return 0
 
 

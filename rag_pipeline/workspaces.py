@@ -45,14 +45,16 @@ class Workspace:
 
 
 def list_workspaces(settings: Settings) -> list[Workspace]:
-    """The installation's workspaces: the default one first, then by name."""
+    """The installation's workspaces: the default one first, then by name. ``settings``' own
+    workspace keeps these settings (with whatever the caller set in code)."""
     root = settings.root
     others = []
     folder = root / "workspaces"
     for home in sorted(folder.iterdir()) if folder.is_dir() else []:
         if is_workspace_id(home.name) and (home / _DESCRIPTION).is_file():
-            others.append(_open(root, home.name))
-    return [_open(root, DEFAULT_WORKSPACE), *sorted(others, key=lambda w: w.name.casefold())]
+            others.append(_open(root, home.name, settings))
+    default = _open(root, DEFAULT_WORKSPACE, settings)
+    return [default, *sorted(others, key=lambda w: w.name.casefold())]
 
 
 def find_workspace(settings: Settings, name_or_id: str) -> Workspace:
@@ -121,8 +123,8 @@ def _valid_name(name: str) -> str:
     return name
 
 
-def _open(root: Path, id_: str) -> Workspace:
-    settings = load_settings(root, id_)
+def _open(root: Path, id_: str, given: Settings | None = None) -> Workspace:
+    settings = given if given is not None and given.workspace == id_ else load_settings(root, id_)
     described = _description(settings.home)
     return Workspace(
         id=id_,

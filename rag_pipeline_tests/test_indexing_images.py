@@ -23,7 +23,6 @@ from rag_pipeline_tests.documents import pdf_with_figures, photo, scanned_pdf, t
 from rag_pipeline_tests.embedding.test_image_models import tiny_captioner
 from rag_pipeline_tests.index_state import live_chunks, point_count
 from rag_pipeline_tests.test_indexing import _metadata, _query, _status
-from serving.assistant import Assistant
 from serving.preview import preview
 from serving.replica import EmbeddedReplica
 from serving.retrieval import Retriever
@@ -138,22 +137,18 @@ def test_the_chat_page_shows_found_pictures_and_searches_by_an_uploaded_image(
 ) -> None:
     from gradio_client import Client, handle_file
 
-    assistant = Assistant(pictures_indexed)
-    try:
-        with BackgroundServer(assistant) as server:
-            client = Client(server.url + "/", verbose=False)
-            try:
-                *_, gallery = client.predict(
-                    "library inventory", [], [], [], [], "", "", api_name="/ask"
-                )
-                heron = pictures_indexed.watched_folders[0] / "heron.png"
-                evidence, similar = client.predict(
-                    handle_file(heron), [], [], [], "", "", api_name="/similar_pictures"
-                )
-            finally:
-                client.close()
-    finally:
-        assistant.close()
+    with BackgroundServer(pictures_indexed) as server:
+        client = Client(server.url + "/", verbose=False)
+        try:
+            *_, gallery = client.predict(
+                "library inventory", "default", [], [], [], [], "", "", api_name="/ask"
+            )
+            heron = pictures_indexed.watched_folders[0] / "heron.png"
+            evidence, similar = client.predict(
+                handle_file(heron), "default", [], [], [], "", "", api_name="/similar_pictures"
+            )
+        finally:
+            client.close()
     assert gallery["visible"] and gallery["value"]  # CLIP's pictures beside the answer
     assert evidence.index("heron.png") < evidence.index("figures.pdf")
     assert similar["value"][0]["caption"] == "heron.png · p. 1"

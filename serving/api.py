@@ -7,6 +7,9 @@
 - ``GET /api/file?doc_id=…``: the original file, only for an indexed document inside a watched
   folder (``serving.preview.source_file``).
 
+Each takes ``workspace=<id>`` (default: the user's first workspace) and answers only within the
+workspaces the signed-in user may use (``serving.access``).
+
 Ids travel as query parameters: chunk ids hold ``#`` and ``@``, file names anything.
 
 The files are anyone's: an indexed HTML page may hold scripts, a ``.png`` may hold HTML. So a
@@ -30,6 +33,7 @@ from fastapi.routing import APIRoute
 from serving.assistant import Assistant
 from serving.preview import PreviewError, preview, source_file
 from serving.retrieval import QueryError
+from serving.workspaces import NotAllowed, ServedWorkspaces
 
 # Inline styles only: Chromium styles its own viewer of a picture with them.
 CONTENT_SECURITY_POLICY = "sandbox; default-src 'none'; style-src 'unsafe-inline'"
@@ -65,27 +69,46 @@ class _Guarded(APIRoute):
         return guarded
 
 
-def api_routes(assistant: Assistant) -> APIRouter:
+WorkspaceId = Annotated[
+    str | None, Query(description="the workspace's id (default: the user's first)")
+]
+
+
+def api_routes(workspaces: ServedWorkspaces) -> APIRouter:
     router = APIRouter(route_class=_Guarded)
-    settings = assistant.settings
+
+    def asked(request: Request, workspace: str | None) -> tuple[Assistant, str]:
+        """The assistant of the workspace a request names (default: the user's first), and
+        the user's name; 404 for a workspace the user may not use, as for one that is not."""
+        user = workspaces.authenticator.user(request.headers)
+        if user is None:  # the middleware lets none of these through
+            raise HTTPException(status_code=401, detail="sign in first")
+        try:
+            return workspaces.assistant(user, workspace), user.name
+        except NotAllowed as error:
+            raise HTTPException(status_code=404, detail=str(error)) from error
 
     @router.get("/api/search")
     def search(
+        request: Request,
         q: Annotated[str, Query(description="what to search for")] = "",
         k: Annotated[
             int | None, Query(ge=1, description="passages to retrieve (at most serving.max_k)")
         ] = None,
+        workspace: WorkspaceId = None,
     ) -> JSONResponse:
+        assistant, owner = asked(request, workspace)
         try:
-            documents = assistant.search_documents(q, k)
+            documents = assistant.search_documents(q, k, owner=owner)
         except QueryError as error:
             raise HTTPException(status_code=400, detail=str(error)) from error
         return JSONResponse(documents)
 
     @router.get("/api/preview", response_model=None)
-    def page_preview(chunk_id: str) -> Response:
+    def page_preview(request: Request, chunk_id: str, workspace: WorkspaceId = None) -> Response:
+        assistant, _ = asked(request, workspace)
         try:
-            shown = preview(settings, assistant.catalog, chunk_id)
+            shown = preview(assistant.settings, assistant.catalog, chunk_id)
         except PreviewError as error:
             raise HTTPException(status_code=404, detail=str(error)) from error
         if shown.png is not None:
@@ -97,9 +120,10 @@ def api_routes(assistant: Assistant) -> APIRouter:
         )
 
     @router.get("/api/file")
-    def original_file(doc_id: str) -> FileResponse:
+    def original_file(request: Request, doc_id: str, workspace: WorkspaceId = None) -> FileResponse:
+        assistant, _ = asked(request, workspace)
         try:
-            record, path = source_file(settings, assistant.catalog, doc_id)
+            record, path = source_file(assistant.settings, assistant.catalog, doc_id)
         except PreviewError as error:
             raise HTTPException(status_code=404, detail=str(error)) from error
         shown_as = inline_type(record.file_type, path)

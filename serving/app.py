@@ -6,6 +6,11 @@ with the passage highlighted, or the passage in its text, beside a link to the o
 Pictures among the passages show as a gallery; with CLIP configured, an uploaded image finds the
 pictures like it and the pages that hold them. Conversations are kept and can be reopened or
 deleted; the last query traces are one tab away.
+
+Everything happens in the workspace chosen at the top, among those the signed-in user may use
+(``serving.workspaces``); files uploaded there go to its upload folder and are indexed at once.
+The workspaces tab lists them as cards; users granted every workspace create, rename and delete
+them there.
 """
 
 from __future__ import annotations
@@ -20,11 +25,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from rag_pipeline.catalog import Catalog
 from rag_pipeline.store.schema import QueryFilter
+from rag_pipeline.workspaces import Workspace, WorkspaceError
+from serving.access import User
 from serving.answer import Answer
 from serving.assistant import Assistant, Source
 from serving.preview import PreviewError, preview
 from serving.retrieval import Candidate, QueryError
+from serving.workspaces import NotAllowed, ServedWorkspaces
 
 # Gradio reads these when it builds the page; without them it looks for updates and counts use.
 for _name, _value in (("GRADIO_ANALYTICS_ENABLED", "False"), ("HF_HUB_DISABLE_TELEMETRY", "1")):
@@ -55,18 +64,46 @@ PAGE_CSS = """
 .evidence .where, .preview .where { color: var(--body-text-color-subdued); }
 .preview .context { color: var(--body-text-color-subdued); }
 .preview mark { background: #ffe08a; }
+.cards { display: flex; flex-wrap: wrap; gap: 0.8em; }
+.card { border: 1px solid var(--border-color-primary); border-radius: 8px; padding: 0.6em 0.9em;
+        min-width: 14em; }
+.card .name { font-weight: 600; }
+.card .facts { color: var(--body-text-color-subdued); font-size: 0.9em; }
 """
 
 
-def build_page(assistant: Assistant) -> gr.Blocks:
-    settings = assistant.settings
+def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
     notice = (
-        f"Passages reranked by {assistant.reranker_name}."
-        if assistant.reranker_name
+        f"Passages reranked by {workspaces.settings.rerank.model}."
+        if workspaces.settings.rerank.model
         else "No reranker configured: passages stay in the fused order of dense and keyword search."
     )
+
+    def signed_in(request: gr.Request) -> User:
+        user = workspaces.authenticator.user({k.lower(): v for k, v in request.headers.items()})
+        if user is None:  # the middleware lets nobody else through
+            raise gr.Error("sign in first")
+        return user
+
+    def serving(request: gr.Request, workspace_id: str | None) -> tuple[Assistant, str]:
+        """The chosen workspace's assistant and the user's name, if the user may use it."""
+        user = signed_in(request)
+        try:
+            return workspaces.assistant(user, workspace_id or None), user.name
+        except NotAllowed as error:
+            raise gr.Error(str(error)) from error
+
     with gr.Blocks(title="rag-pipeline") as page:
         conversation = gr.State(None)  # the open conversation's id
+        with gr.Row():
+            workspace = gr.Dropdown(
+                label="Workspace",
+                choices=[],
+                allow_custom_value=True,  # its choices are set per user; access is checked
+                elem_id="workspace",
+                scale=1,
+            )
+            status = gr.Markdown("", elem_id="workspace-status")
         with gr.Row():
             with gr.Column(scale=1, min_width=220):
                 conversations = gr.Dropdown(
@@ -81,9 +118,19 @@ def build_page(assistant: Assistant) -> gr.Blocks:
                     languages = gr.CheckboxGroup(label="Languages", choices=LANGUAGES)
                     after = gr.Textbox(label="Modified after (YYYY-MM-DD)")
                     before = gr.Textbox(label="Modified before (YYYY-MM-DD)")
+                with gr.Accordion("Sources", open=False):
+                    uploads = gr.File(
+                        label="Upload files into this workspace",
+                        file_count="multiple",
+                        elem_id="upload",
+                    )
+                    sources = gr.HTML("", elem_id="sources")
+                    refresh_sources = gr.Button("Refresh", size="sm", elem_id="refresh-sources")
                 gr.Markdown(notice, elem_id="rerank-notice")
                 with gr.Accordion(
-                    "Search by image", open=False, visible=assistant.searches_pictures
+                    "Search by image",
+                    open=False,
+                    visible=workspaces.settings.images.clip_model is not None,
                 ):
                     query_picture = gr.Image(
                         label="Image",
@@ -118,27 +165,48 @@ def build_page(assistant: Assistant) -> gr.Blocks:
         with gr.Tab("Traces"):
             refresh_traces = gr.Button("Show the last queries", size="sm")
             traces = gr.JSON(label="Traces, newest first")
+        with gr.Tab("Workspaces"):
+            order = gr.Radio(
+                ["name", "last opened"], value="name", label="Sort by", elem_id="card-order"
+            )
+            cards = gr.HTML("", elem_id="workspace-cards")
+            with gr.Row():
+                new_name = gr.Textbox(label="Name", elem_id="workspace-name", scale=3)
+                create = gr.Button("New", size="sm", elem_id="create-workspace")
+                rename = gr.Button("Rename the open one", size="sm", elem_id="rename-workspace")
+                remove = gr.Button(
+                    "Delete the open one", size="sm", variant="stop", elem_id="delete-workspace"
+                )
 
         filters = [documents, file_types, languages, after, before]
 
         def ask(
             text: str,
+            workspace_id: str | None,
             conversation_id: str | None,
             history: list[dict[str, Any]],
-            *chosen: Any,
+            doc_ids: list[str] | None,
+            types: list[str] | None,
+            langs: list[str] | None,
+            since: str | None,
+            until: str | None,
+            request: gr.Request,
         ) -> Iterator[tuple[Any, ...]]:
+            assistant, owner = serving(request, workspace_id)
             text = (text or "").strip()
             if not text:
                 yield history, "", conversation_id, gr.skip(), gr.skip(), gr.skip(), gr.skip()
                 return
             try:
-                query_filter = _query_filter(*chosen)
+                query_filter = _query_filter(doc_ids, types, langs, since, until)
             except ValueError as error:
                 raise gr.Error(str(error)) from error
             history = [*_plain(history), {"role": "user", "content": text}]
             final, opened = Answer(), conversation_id
             try:
-                for opened, final in assistant.ask(text, conversation_id, query_filter):
+                for opened, final in assistant.ask(
+                    text, conversation_id, query_filter, owner=owner
+                ):
                     shown = [*history, {"role": "assistant", "content": _linked(final)}]
                     yield shown, "", opened, gr.skip(), gr.skip(), gr.skip(), gr.skip()
             except QueryError as error:
@@ -148,48 +216,75 @@ def build_page(assistant: Assistant) -> gr.Blocks:
                 [*history, {"role": "assistant", "content": _linked(final)}],
                 "",
                 opened,
-                _conversation_choices(assistant, opened),
-                _evidence_html(sources),
+                _conversation_choices(assistant, owner, opened),
+                _evidence_html(sources, workspace_id),
                 *_gallery(assistant, [*final.passages, *final.pictures]),
             )
 
-        def search_by_picture(picture: Any, *chosen: Any) -> tuple[Any, ...]:
+        def search_by_picture(
+            picture: Any,
+            workspace_id: str | None,
+            doc_ids: list[str] | None,
+            types: list[str] | None,
+            langs: list[str] | None,
+            since: str | None,
+            until: str | None,
+            request: gr.Request,
+        ) -> tuple[Any, ...]:
+            assistant, _ = serving(request, workspace_id)
             if picture is None:
                 raise gr.Error("Choose an image to search with first.")
             try:
-                found = assistant.search_pictures(picture, _query_filter(*chosen))
+                chosen = _query_filter(doc_ids, types, langs, since, until)
+                found = assistant.search_pictures(picture, chosen)
             except (QueryError, ValueError) as error:
                 raise gr.Error(str(error)) from error
             sources = [Source.of(n, candidate).as_dict() for n, candidate in enumerate(found, 1)]
-            return _evidence_html(sources), *_gallery(assistant, found)
+            return _evidence_html(sources, workspace_id), *_gallery(assistant, found)
 
-        def open_conversation(conversation_id: str | None) -> tuple[Any, ...]:
+        def open_conversation(
+            conversation_id: str | None, workspace_id: str | None, request: gr.Request
+        ) -> tuple[Any, ...]:
+            assistant, owner = serving(request, workspace_id)
             if not conversation_id:
                 return [], None, ""
-            messages = assistant.history.messages(conversation_id)
+            messages = assistant.history.messages(conversation_id, owner)
             history = [
                 {"role": m.role, "content": _link_markers(m.content, m.sources)} for m in messages
             ]
             last = next((m.sources for m in reversed(messages) if m.role == "assistant"), [])
-            return history, conversation_id, _evidence_html(last)
+            return history, conversation_id, _evidence_html(last, workspace_id)
 
-        def delete_conversation(conversation_id: str | None) -> tuple[Any, ...]:
+        def delete_conversation(
+            conversation_id: str | None, workspace_id: str | None, request: gr.Request
+        ) -> tuple[Any, ...]:
+            assistant, owner = serving(request, workspace_id)
             if conversation_id:
-                assistant.history.delete_conversation(conversation_id)
-            return [], None, "", _conversation_choices(assistant, None)
+                assistant.history.delete_conversation(conversation_id, owner)
+            return [], None, "", _conversation_choices(assistant, owner, None)
 
-        def show_citation(event: gr.SelectData) -> tuple[Any, str]:
-            return show_chunk(str(event.value))
+        def show_citation(
+            workspace_id: str | None, event: gr.SelectData, request: gr.Request
+        ) -> tuple[Any, str]:
+            return show_chunk(serving(request, workspace_id)[0], workspace_id, str(event.value))
 
-        def show_picture(chunk_ids: list[str], event: gr.SelectData) -> tuple[Any, str]:
-            return show_chunk(chunk_ids[event.index])
+        def show_picture(
+            chunk_ids: list[str],
+            workspace_id: str | None,
+            event: gr.SelectData,
+            request: gr.Request,
+        ) -> tuple[Any, str]:
+            assistant = serving(request, workspace_id)[0]
+            return show_chunk(assistant, workspace_id, chunk_ids[event.index])
 
-        def show_chunk(chunk_id: str) -> tuple[Any, str]:
+        def show_chunk(
+            assistant: Assistant, workspace_id: str | None, chunk_id: str
+        ) -> tuple[Any, str]:
             try:
-                shown = preview(settings, assistant.catalog, chunk_id)
+                shown = preview(assistant.settings, assistant.catalog, chunk_id)
             except PreviewError as error:
                 return gr.Image(value=None, visible=False), f"<p>{html.escape(str(error))}</p>"
-            link = f"/api/file?doc_id={quote(shown.doc_id)}"
+            link = _file_link(shown.doc_id, workspace_id)
             where = f", page {shown.page}" if shown.page else ""
             caption = (
                 f"<p><b>{html.escape(shown.doc_id)}</b>{where} · "
@@ -198,34 +293,121 @@ def build_page(assistant: Assistant) -> gr.Blocks:
             image = gr.Image(value=_image(shown.png), visible=True) if shown.png else None
             return image or gr.Image(value=None, visible=False), caption + shown.html
 
-        def on_load() -> tuple[Any, ...]:
+        def choose_workspace(workspace_id: str | None, request: gr.Request) -> tuple[Any, ...]:
+            """Open a workspace: its conversations, filters and sources; a fresh chat."""
+            user = signed_in(request)
+            try:
+                assistant = workspaces.opened(user, workspace_id) if workspace_id else None
+            except NotAllowed as error:
+                raise gr.Error(str(error)) from error
+            if assistant is None:
+                return [], None, "", gr.Dropdown(choices=[]), gr.Dropdown(choices=[]), [], "", ""
             live = assistant.catalog.live_collection()
             records = assistant.catalog.documents(live.name).values() if live else []
             indexed = sorted(r.doc_id for r in records if r.indexed_version)
             types = sorted({r.file_type for r in records if r.indexed_version})
             return (
-                _conversation_choices(assistant, None),
-                gr.Dropdown(choices=indexed),
-                gr.CheckboxGroup(choices=types),
+                [],
+                None,
+                "",
+                _conversation_choices(assistant, user.name, None),
+                gr.Dropdown(choices=indexed, value=[]),
+                gr.CheckboxGroup(choices=types, value=[]),
+                _sources_html(workspaces, assistant, workspace_id),
+                f"{len(indexed)} documents indexed",
             )
 
+        def on_load(request: gr.Request) -> tuple[Any, ...]:
+            user = signed_in(request)
+            visible = workspaces.visible(user)
+            first = visible[0].id if visible else None
+            return gr.Dropdown(choices=[(w.name, w.id) for w in visible], value=first), (
+                _cards_html(workspaces, visible, "name")
+            )
+
+        def upload(
+            files: list[str] | None, workspace_id: str | None, request: gr.Request
+        ) -> tuple[Any, str]:
+            assistant, _ = serving(request, workspace_id)
+            if not files:
+                return None, _sources_html(workspaces, assistant, workspace_id)
+            try:
+                written = workspaces.upload(
+                    signed_in(request), workspace_id or "", [Path(f) for f in files]
+                )
+            except (ValueError, NotAllowed) as error:
+                raise gr.Error(str(error)) from error
+            gr.Info(f"{len(written)} file(s) uploaded; indexing them now")
+            return None, _sources_html(workspaces, assistant, workspace_id)
+
+        def show_sources(workspace_id: str | None, request: gr.Request) -> str:
+            assistant, _ = serving(request, workspace_id)
+            return _sources_html(workspaces, assistant, workspace_id)
+
+        def show_traces(workspace_id: str | None, request: gr.Request) -> Any:
+            assistant, owner = serving(request, workspace_id)
+            return assistant.history.traces(owner, 20)
+
+        def show_cards(sort_by: str, request: gr.Request) -> str:
+            return _cards_html(workspaces, workspaces.visible(signed_in(request)), sort_by)
+
+        def manage(
+            action: str, name: str, workspace_id: str | None, sort_by: str, request: gr.Request
+        ) -> tuple[Any, str, str]:
+            user = signed_in(request)
+            try:
+                if action == "create":
+                    chosen = workspaces.create(user, name).id
+                elif action == "rename":
+                    chosen = workspaces.rename(user, workspace_id or "", name).id
+                else:
+                    workspaces.delete(user, workspace_id or "")
+                    chosen = None
+            except (WorkspaceError, NotAllowed) as error:
+                raise gr.Error(str(error)) from error
+            visible = workspaces.visible(user)
+            chosen = chosen or (visible[0].id if visible else None)
+            choices = [(w.name, w.id) for w in visible]
+            return (
+                gr.Dropdown(choices=choices, value=chosen),
+                "",
+                _cards_html(workspaces, visible, sort_by),
+            )
+
+        opened_outputs = [
+            chat,
+            conversation,
+            evidence,
+            conversations,
+            documents,
+            file_types,
+            sources,
+            status,
+        ]
+        workspace.change(choose_workspace, workspace, opened_outputs, api_name="open_workspace")
         question.submit(
             ask,
-            [question, conversation, chat, *filters],
+            [question, workspace, conversation, chat, *filters],
             [chat, question, conversation, conversations, evidence, gallery, shown_pictures],
             api_name="ask",
         )
         find_similar.click(
             search_by_picture,
-            [query_picture, *filters],
+            [query_picture, workspace, *filters],
             [evidence, gallery, shown_pictures],
             api_name="similar_pictures",
         )
         gallery.select(
-            show_picture, shown_pictures, [shown_page, shown_text], api_visibility="private"
+            show_picture,
+            [shown_pictures, workspace],
+            [shown_page, shown_text],
+            api_visibility="private",
         )
         conversations.input(
-            open_conversation, conversations, [chat, conversation, evidence], api_name="open"
+            open_conversation,
+            [conversations, workspace],
+            [chat, conversation, evidence],
+            api_name="open",
         )
         new.click(
             lambda: ([], None, "", gr.Dropdown(value=None), gr.Gallery(value=None, visible=False)),
@@ -234,14 +416,103 @@ def build_page(assistant: Assistant) -> gr.Blocks:
         )
         delete.click(
             delete_conversation,
-            conversation,
+            [conversation, workspace],
             [chat, conversation, evidence, conversations],
             api_name="delete",
         )
-        evidence.select(show_citation, None, [shown_page, shown_text], api_visibility="private")
-        refresh_traces.click(lambda: assistant.history.traces(20), None, traces, api_name="traces")
-        page.load(on_load, None, [conversations, documents, file_types])
+        evidence.select(
+            show_citation, workspace, [shown_page, shown_text], api_visibility="private"
+        )
+        refresh_traces.click(show_traces, workspace, traces, api_name="traces")
+        uploads.upload(upload, [uploads, workspace], [uploads, sources], api_name="upload")
+        refresh_sources.click(show_sources, workspace, sources, api_name="sources")
+        order.change(show_cards, order, cards, api_visibility="private")
+        for button, action in ((create, "create"), (rename, "rename"), (remove, "delete")):
+            button.click(
+                _bound(manage, action),
+                [new_name, workspace, order],
+                [workspace, new_name, cards],
+                api_visibility="private",
+            )
+        page.load(on_load, None, [workspace, cards])
     return page
+
+
+def _bound(manage: Any, action: str) -> Any:
+    """``manage`` for one action, with the request Gradio passes to handlers that ask for it."""
+
+    def handler(name: str, workspace_id: str | None, sort_by: str, request: gr.Request) -> Any:
+        return manage(action, name, workspace_id, sort_by, request)
+
+    return handler
+
+
+def _file_link(doc_id: str, workspace_id: str | None) -> str:
+    """The original file's route; without a workspace, the user's first one answers."""
+    workspace = f"&workspace={quote(workspace_id)}" if workspace_id else ""
+    return f"/api/file?doc_id={quote(doc_id)}{workspace}"
+
+
+def _sources_html(
+    workspaces: ServedWorkspaces, assistant: Assistant, workspace_id: str | None
+) -> str:
+    """The workspace's folders and each document's state: indexing, indexed, or failed and why."""
+    settings = assistant.settings
+    live = assistant.catalog.live_collection()
+    records = assistant.catalog.documents(live.name) if live else {}
+    running = workspaces.indexing(settings.workspace)
+    parts = ["<div class='evidence'>"]
+    for folder in settings.watched_folders:
+        name = "uploads" if folder == settings.upload_folder else folder.name
+        parts.append(f"<div class='file'>{html.escape(name)}</div>")
+    if running:
+        parts.append("<p><i>indexing…</i></p>")
+    states = {
+        doc_id: f"indexed, {record.chunks} chunks"
+        if record.state == "indexed"
+        else f"failed: {record.error or 'unknown reason'}"
+        for doc_id, record in records.items()
+    }
+    uploaded = settings.upload_folder.iterdir() if settings.upload_folder.is_dir() else []
+    for path in uploaded:  # not in the catalog yet
+        states.setdefault(f"uploads/{path.name}", "indexing" if running else "not indexed yet")
+    for doc_id, state in sorted(states.items()):
+        parts.append(
+            f"<div class='cite'>{html.escape(doc_id)} <span class='where'>"
+            f"{html.escape(state)}</span></div>"
+        )
+    parts.append("</div>")
+    return "\n".join(parts)
+
+
+def _cards_html(workspaces: ServedWorkspaces, visible: list[Workspace], sort_by: str) -> str:
+    """The workspaces as cards: name, folders, documents, last opened."""
+    if sort_by == "last opened":
+        visible = sorted(visible, key=lambda w: -(w.last_opened or 0.0))
+    cards = []
+    for listed in visible:
+        with Catalog(listed.settings) as catalog:
+            live = catalog.live_collection()
+            indexed = sum(
+                1
+                for r in (catalog.documents(live.name).values() if live else [])
+                if r.indexed_version
+            )
+        opened = (
+            datetime.fromtimestamp(listed.last_opened, UTC).strftime("%Y-%m-%d %H:%M UTC")
+            if listed.last_opened
+            else "never"
+        )
+        facts = (
+            f"{len(listed.settings.watched_folders)} sources · {indexed} documents · "
+            f"last opened {opened}"
+        )
+        cards.append(
+            f"<div class='card' data-workspace='{html.escape(listed.id)}'>"
+            f"<div class='name'>{html.escape(listed.name)}</div>"
+            f"<div class='facts'>{html.escape(facts)}</div></div>"
+        )
+    return "<div class='cards'>" + "".join(cards) + "</div>"
 
 
 def _plain(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -278,7 +549,7 @@ def _link_markers(text: str, sources: list[dict[str, Any]]) -> str:
     return _MARKER.sub(link, text)
 
 
-def _evidence_html(sources: list[dict[str, Any]]) -> str:
+def _evidence_html(sources: list[dict[str, Any]], workspace_id: str | None) -> str:
     """The cited passages, grouped by file, each citation a link to its preview."""
     if not sources:
         return ""
@@ -287,7 +558,7 @@ def _evidence_html(sources: list[dict[str, Any]]) -> str:
         by_file.setdefault(source["doc_id"], []).append(source)
     parts = ["<div class='evidence'><p><b>Evidence</b></p>"]
     for doc_id, cited in by_file.items():
-        original = f"/api/file?doc_id={quote(doc_id)}"
+        original = _file_link(doc_id, workspace_id)
         parts.append(
             f"<div class='file'>{html.escape(cited[0]['file_name'])} "
             f"<a href='{original}' target='_blank'>↗</a></div>"
@@ -325,8 +596,8 @@ def _gallery(assistant: Assistant, found: list[Candidate]) -> tuple[Any, list[st
     return gr.Gallery(value=items or None, visible=bool(items)), chunk_ids
 
 
-def _conversation_choices(assistant: Assistant, selected: str | None) -> Any:
-    choices = [(c.title, c.id) for c in assistant.history.conversations()]
+def _conversation_choices(assistant: Assistant, owner: str, selected: str | None) -> Any:
+    choices = [(c.title, c.id) for c in assistant.history.conversations(owner)]
     return gr.Dropdown(choices=choices, value=selected)
 
 

@@ -104,11 +104,17 @@ class Assistant:
         return self.retriever.reranker.name if self.retriever.reranker else None
 
     def search(
-        self, query: str, query_filter: QueryFilter | None = None, top_k: int | None = None
+        self,
+        query: str,
+        query_filter: QueryFilter | None = None,
+        top_k: int | None = None,
+        *,
+        owner: str,
     ) -> Retrieval:
+        """Retrieve passages for ``query``, traced as ``owner``'s."""
         self._check_length(query)
         retrieval = self.retriever.retrieve(query, query_filter, top_k=top_k)
-        self.history.record_trace(retrieval)
+        self.history.record_trace(retrieval, owner)
         return retrieval
 
     def ask(
@@ -116,16 +122,21 @@ class Assistant:
         question: str,
         conversation_id: str | None = None,
         query_filter: QueryFilter | None = None,
+        *,
+        owner: str,
     ) -> Iterator[tuple[str, Answer]]:
-        """Stream the answer to ``question``, as (conversation id, answer so far).
+        """Stream the answer to ``question``, as (conversation id, answer so far), in one of
+        ``owner``'s conversations (a new one when ``conversation_id`` is None).
 
         The conversation so far is the model's context, and the previous question joins this
         one in the search, so a follow-up ("and in 2021?") finds what it refers to.
         """
         self._check_length(question)
         if conversation_id is None:
-            conversation_id = self.history.new_conversation(question)
-        earlier = self.history.messages(conversation_id)
+            conversation_id = self.history.new_conversation(question, owner)
+        elif not self.history.owns(conversation_id, owner):
+            raise QueryError("no such conversation")
+        earlier = self.history.messages(conversation_id, owner)
         history: list[Message] = [{"role": m.role, "content": m.content} for m in earlier]
         previous = next((m.content for m in reversed(earlier) if m.role == "user"), "")
         retrieval = self.retriever.retrieve(f"{previous} {question}".strip(), query_filter)
@@ -135,7 +146,7 @@ class Assistant:
             for final in answer(self.answerer, question, history, retrieval):
                 yield conversation_id, final
         finally:
-            self.history.record_trace(retrieval, final.backend or self.answerer.name)
+            self.history.record_trace(retrieval, owner, final.backend or self.answerer.name)
             sources = [
                 Source.of(number, final.passages[number - 1]).as_dict() for number in final.cited
             ]
@@ -164,7 +175,9 @@ class Assistant:
         except (PreviewError, OSError):  # re-indexed or deleted since it was found
             return None
 
-    def search_documents(self, query: str, k: int | None = None) -> list[dict[str, Any]]:
+    def search_documents(
+        self, query: str, k: int | None = None, *, owner: str
+    ) -> list[dict[str, Any]]:
         """The search API's answer: passages grouped by document, best document first.
 
         The shape deer-flow's local search expects of a retriever's Documents; a document's
@@ -176,7 +189,7 @@ class Assistant:
             k = min(self.settings.retrieval.top_k, limit)
         elif k > limit:
             raise QueryError(f"k is {k}: at most {limit} passages are returned")
-        retrieval = self.search(query, top_k=k)
+        retrieval = self.search(query, top_k=k, owner=owner)
         documents: dict[str, dict[str, Any]] = {}
         for passage in retrieval.passages:
             payload = passage.payload

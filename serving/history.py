@@ -1,4 +1,6 @@
-"""What the page remembers, in ``<home>/serving/history.sqlite``: conversations and query traces.
+"""What the page remembers of a workspace, in ``<home>/serving/history.sqlite``: conversations
+and query traces, each belonging to the user who made it (``owner``; ``local`` where nobody signs
+in).
 
 - conversations: each with its messages (question, answer, and the passages an answer cited,
   so a reopened conversation shows its evidence as it was);
@@ -26,7 +28,8 @@ from serving.retrieval import Retrieval
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
-    id TEXT PRIMARY KEY, title TEXT NOT NULL, created REAL NOT NULL, updated REAL NOT NULL
+    id TEXT PRIMARY KEY, title TEXT NOT NULL, created REAL NOT NULL, updated REAL NOT NULL,
+    owner TEXT NOT NULL DEFAULT 'local'
 );
 CREATE TABLE IF NOT EXISTS messages (
     conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
@@ -45,9 +48,12 @@ CREATE TABLE IF NOT EXISTS traces (
     chosen TEXT NOT NULL,
     reranker TEXT,
     timings_ms TEXT NOT NULL,
-    answer_backend TEXT
+    answer_backend TEXT,
+    owner TEXT NOT NULL DEFAULT 'local'
 );
 """
+# Columns added since the first release, for history files that predate them.
+_ADDED_COLUMNS = {"conversations": "owner", "traces": "owner"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +81,12 @@ class History:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(_SCHEMA)
+        for table, column in _ADDED_COLUMNS.items():
+            columns = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            if column not in columns:
+                self._db.execute(
+                    f"ALTER TABLE {table} ADD COLUMN {column} TEXT NOT NULL DEFAULT 'local'"
+                )
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -89,15 +101,23 @@ class History:
 
     # -- conversations ---------------------------------------------------------------------
 
-    def new_conversation(self, title: str) -> str:
+    def new_conversation(self, title: str, owner: str) -> str:
         conversation_id = uuid.uuid4().hex
         now = time.time()
         with self._transaction() as db:
             db.execute(
-                "INSERT INTO conversations VALUES (?, ?, ?, ?)",
-                (conversation_id, _title(title), now, now),
+                "INSERT INTO conversations (id, title, created, updated, owner) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (conversation_id, _title(title), now, now, owner),
             )
         return conversation_id
+
+    def owns(self, conversation_id: str, owner: str) -> bool:
+        with self._lock:
+            found = self._db.execute(
+                "SELECT 1 FROM conversations WHERE id = ? AND owner = ?", (conversation_id, owner)
+            ).fetchone()
+        return found is not None
 
     def add_message(
         self,
@@ -125,33 +145,40 @@ class History:
                 "UPDATE conversations SET updated = ? WHERE id = ?", (time.time(), conversation_id)
             )
 
-    def conversations(self, limit: int = 100) -> list[ConversationSummary]:
+    def conversations(self, owner: str, limit: int = 100) -> list[ConversationSummary]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT id, title, updated FROM conversations ORDER BY updated DESC LIMIT ?",
-                (limit,),
+                "SELECT id, title, updated FROM conversations WHERE owner = ? "
+                "ORDER BY updated DESC LIMIT ?",
+                (owner, limit),
             ).fetchall()
         return [ConversationSummary(*row) for row in rows]
 
-    def messages(self, conversation_id: str) -> list[StoredMessage]:
+    def messages(self, conversation_id: str, owner: str) -> list[StoredMessage]:
+        """The conversation's messages; none when ``owner`` does not own it."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT role, content, sources FROM messages WHERE conversation_id = ? "
-                "ORDER BY position",
-                (conversation_id,),
+                "SELECT role, content, sources FROM messages JOIN conversations "
+                "ON conversations.id = messages.conversation_id "
+                "WHERE conversation_id = ? AND owner = ? ORDER BY position",
+                (conversation_id, owner),
             ).fetchall()
         return [
             StoredMessage(role, content, json.loads(sources or "[]"))
             for role, content, sources in rows
         ]
 
-    def delete_conversation(self, conversation_id: str) -> None:
+    def delete_conversation(self, conversation_id: str, owner: str) -> None:
         with self._transaction() as db:
-            db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+            db.execute(
+                "DELETE FROM conversations WHERE id = ? AND owner = ?", (conversation_id, owner)
+            )
 
     # -- traces ----------------------------------------------------------------------------
 
-    def record_trace(self, retrieval: Retrieval, answer_backend: str | None = None) -> int:
+    def record_trace(
+        self, retrieval: Retrieval, owner: str, answer_backend: str | None = None
+    ) -> int:
         candidates = [
             {
                 "point_id": candidate.point_id,
@@ -171,7 +198,7 @@ class History:
         with self._transaction() as db:
             cursor = db.execute(
                 "INSERT INTO traces (at, query, filters, candidates, chosen, reranker, "
-                "timings_ms, answer_backend) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "timings_ms, answer_backend, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     time.time(),
                     retrieval.query,
@@ -181,16 +208,17 @@ class History:
                     retrieval.reranker,
                     json.dumps(retrieval.timings_ms),
                     answer_backend,
+                    owner,
                 ),
             )
             return int(cursor.lastrowid or 0)
 
-    def traces(self, limit: int = 20) -> list[dict[str, Any]]:
+    def traces(self, owner: str, limit: int = 20) -> list[dict[str, Any]]:
         with self._lock:
             rows = self._db.execute(
                 "SELECT id, at, query, filters, candidates, chosen, reranker, timings_ms, "
-                "answer_backend FROM traces ORDER BY id DESC LIMIT ?",
-                (limit,),
+                "answer_backend FROM traces WHERE owner = ? ORDER BY id DESC LIMIT ?",
+                (owner, limit),
             ).fetchall()
         keys = ("id", "at", "query", "filters", "candidates", "chosen", "reranker", "timings_ms")
         traces = []

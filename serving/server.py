@@ -14,35 +14,42 @@ import uvicorn
 from fastapi import FastAPI
 from starlette.routing import Mount
 
+from rag_pipeline.config import Settings
+from serving.access import AccessMiddleware, check_binding
 from serving.api import api_routes
 from serving.app import PAGE_CSS, build_page, gr
-from serving.assistant import Assistant
+from serving.workspaces import ServedWorkspaces
 
 
-def build_app(assistant: Assistant) -> FastAPI:
+def build_app(workspaces: ServedWorkspaces) -> FastAPI:
     app = FastAPI(title="rag-pipeline", docs_url="/api/docs", openapi_url="/api/openapi.json")
-    app.include_router(api_routes(assistant))
+    app.include_router(api_routes(workspaces))
+    # Outermost: no route, Gradio's own included, answers anyone not signed in.
+    app.add_middleware(AccessMiddleware, authenticator=workspaces.authenticator)
     return gr.mount_gradio_app(
         app,
-        build_page(assistant),
+        build_page(workspaces),
         path="/",
-        max_file_size=round(assistant.settings.serving.max_upload_mb * gr.FileSize.MB),
+        max_file_size=round(workspaces.settings.serving.max_upload_mb * gr.FileSize.MB),
         css=PAGE_CSS,
         footer_links=["api"],
         theme=gr.themes.Default(font=["system-ui", "sans-serif"]),  # no web fonts: offline
     )
 
 
-def serve(assistant: Assistant, host: str, port: int) -> None:
-    """Serve until interrupted."""
-    uvicorn.run(build_app(assistant), host=host, port=port, log_level="warning")
+def serve(workspaces: ServedWorkspaces, host: str, port: int) -> None:
+    """Serve until interrupted; refuses a host beyond loopback while nobody has to sign in."""
+    check_binding(host, workspaces.authenticator.access)
+    uvicorn.run(build_app(workspaces), host=host, port=port, log_level="warning")
 
 
 class BackgroundServer:
     """The app served from a thread, for tests and benchmarks: ``with BackgroundServer(...)``."""
 
-    def __init__(self, assistant: Assistant, host: str = "127.0.0.1", port: int = 0) -> None:
-        self.app = build_app(assistant)
+    def __init__(self, settings: Settings, host: str = "127.0.0.1", port: int = 0) -> None:
+        check_binding(host, settings.access)
+        self.workspaces = ServedWorkspaces(settings)
+        self.app = build_app(self.workspaces)
         config = uvicorn.Config(self.app, host=host, port=port, log_level="warning")
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name="web", daemon=True)
@@ -74,3 +81,4 @@ class BackgroundServer:
                 route.app.stop_event.set()
         self._server.should_exit = True
         self._thread.join(timeout=30)
+        self.workspaces.close()

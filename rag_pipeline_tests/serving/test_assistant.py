@@ -9,6 +9,8 @@ from rag_pipeline.store.schema import QueryFilter
 from serving.assistant import Assistant
 from serving.retrieval import QueryError
 
+OWNER = "local"
+
 
 @pytest.fixture(scope="module")
 def assistant(indexed: Settings) -> Iterator[Assistant]:
@@ -20,27 +22,30 @@ def assistant(indexed: Settings) -> Iterator[Assistant]:
 def test_a_question_gets_a_cited_answer_and_the_conversation_is_kept(
     assistant: Assistant,
 ) -> None:
-    conversation, final = list(assistant.ask("When do owls hunt?"))[-1]
+    conversation, final = list(assistant.ask("When do owls hunt?", owner=OWNER))[-1]
     assert "Owls hunt at night" in final.text and "[" in final.text
     cited = final.passages[final.cited[0] - 1].payload
     assert cited["doc_id"] == "docs/guide.md"
-    messages = assistant.history.messages(conversation)
+    messages = assistant.history.messages(conversation, OWNER)
     assert [m.role for m in messages] == ["user", "assistant"]
     assert messages[1].sources[0]["doc_id"] == "docs/guide.md"
     assert messages[1].sources[0]["file_name"] == "guide.md"
-    assert any(c.id == conversation for c in assistant.history.conversations())
+    assert any(c.id == conversation for c in assistant.history.conversations(OWNER))
 
 
 def test_a_follow_up_searches_with_the_previous_question(assistant: Assistant) -> None:
-    conversation, _ = list(assistant.ask("Tell me about herons"))[-1]
-    _, final = list(assistant.ask("What do they strike?", conversation))[-1]
+    conversation, _ = list(assistant.ask("Tell me about herons", owner=OWNER))[-1]
+    _, final = list(assistant.ask("What do they strike?", conversation, owner=OWNER))[-1]
     assert "strike fish" in final.text
-    assert assistant.history.traces(1)[0]["query"] == "Tell me about herons What do they strike?"
+    assert (
+        assistant.history.traces(OWNER, 1)[0]["query"]
+        == "Tell me about herons What do they strike?"
+    )
 
 
 def test_every_query_leaves_a_trace_with_each_stage(assistant: Assistant) -> None:
-    assistant.search("hybrid search product codes", QueryFilter(file_types=("pdf",)))
-    trace = assistant.history.traces(1)[0]
+    assistant.search("hybrid search product codes", QueryFilter(file_types=("pdf",)), owner=OWNER)
+    trace = assistant.history.traces(OWNER, 1)[0]
     assert trace["query"] == "hybrid search product codes"
     assert trace["filters"] == {"file_type": ["pdf"]}
     assert {"embed", "search", "fuse"} <= trace["timings_ms"].keys()
@@ -52,12 +57,12 @@ def test_every_query_leaves_a_trace_with_each_stage(assistant: Assistant) -> Non
 
 
 def test_filters_keep_other_documents_out(assistant: Assistant) -> None:
-    retrieval = assistant.search("rivers", QueryFilter(langs=("zh",)))
+    retrieval = assistant.search("rivers", QueryFilter(langs=("zh",)), owner=OWNER)
     assert {p.payload["doc_id"] for p in retrieval.passages} == {"docs/rivers.txt"}
 
 
 def test_the_search_api_groups_passages_by_document(assistant: Assistant) -> None:
-    documents = assistant.search_documents("三峡大坝在哪里", k=3)
+    documents = assistant.search_documents("三峡大坝在哪里", k=3, owner=OWNER)
     first = documents[0]
     assert first["id"] == "docs/rivers.txt" and first["title"] == "rivers"
     assert first["url"] == "/api/file?doc_id=docs/rivers.txt"  # no path of the server's
@@ -71,11 +76,11 @@ def test_too_long_questions_and_searches_and_too_many_results_are_refused(
     assistant: Assistant,
 ) -> None:
     too_long = "owl " * (assistant.settings.serving.max_query_chars // 4 + 1)
-    conversations = len(assistant.history.conversations())
+    conversations = len(assistant.history.conversations(OWNER))
     with pytest.raises(QueryError, match="at most 2000 are accepted"):
-        list(assistant.ask(too_long))
-    assert len(assistant.history.conversations()) == conversations  # nothing kept
+        list(assistant.ask(too_long, owner=OWNER))
+    assert len(assistant.history.conversations(OWNER)) == conversations  # nothing kept
     with pytest.raises(QueryError, match="at most 2000 are accepted"):
-        assistant.search_documents(too_long)
+        assistant.search_documents(too_long, owner=OWNER)
     with pytest.raises(QueryError, match="at most 100 passages"):
-        assistant.search_documents("owls", k=101)
+        assistant.search_documents("owls", k=101, owner=OWNER)

@@ -19,19 +19,14 @@ from rag_pipeline.cli import main
 from rag_pipeline.config import Settings, load_settings
 from rag_pipeline_tests.index_state import live_chunks
 from rag_pipeline_tests.serving.conftest import CHROMIUM, chromium, write_corpus
-from serving.assistant import Assistant
 from serving.history import History
 from serving.server import BackgroundServer
 
 
 @pytest.fixture(scope="module")
 def served(indexed: Settings) -> Iterator[str]:
-    assistant = Assistant(indexed)
-    try:
-        with BackgroundServer(assistant) as server:
-            yield server.url
-    finally:
-        assistant.close()
+    with BackgroundServer(indexed) as server:
+        yield server.url
 
 
 def test_the_gradio_client_gets_a_streamed_cited_answer(served: str) -> None:
@@ -39,7 +34,9 @@ def test_the_gradio_client_gets_a_streamed_cited_answer(served: str) -> None:
 
     client = Client(served + "/", verbose=False)
     try:
-        job = client.submit("When do owls hunt?", [], [], [], [], "", "", api_name="/ask")
+        job = client.submit(
+            "When do owls hunt?", "default", [], [], [], [], "", "", api_name="/ask"
+        )
         states = list(job)
         chat, _, _, evidence, gallery = job.result()
     finally:
@@ -60,18 +57,20 @@ def test_a_kept_conversation_reopens_with_its_evidence_and_can_be_deleted(
     def kept() -> dict[str, str]:
         history = History(indexed.home)
         try:
-            return {c.title: c.id for c in history.conversations()}
+            return {c.title: c.id for c in history.conversations("local")}
         finally:
             history.close()
 
     client = Client(served + "/", verbose=False)
     try:
-        client.predict("Where do herons stand?", [], [], [], [], "", "", api_name="/ask")
+        client.predict("Where do herons stand?", "default", [], [], [], [], "", "", api_name="/ask")
         conversation = kept()["Where do herons stand?"]
-        chat, evidence = client.predict(conversation, api_name="/open")  # states stay inside
+        chat, evidence = client.predict(
+            conversation, "default", api_name="/open"
+        )  # states stay inside
         assert [message["role"] for message in chat] == ["user", "assistant"]
         assert "guide.md" in evidence
-        client.predict(api_name="/delete")  # deletes the session's open conversation
+        client.predict("default", api_name="/delete")  # deletes the session's open conversation
     finally:
         client.close()
     assert conversation not in kept().values()
@@ -145,29 +144,25 @@ def test_the_page_answers_while_an_indexing_run_writes_and_shows_its_result(
     home = tmp_path / "home"
     assert main(["index", "--home", str(home), "--source", str(source)]) == 0
     settings = load_settings(home, serving={"refresh_seconds": 0.5})
-    assistant = Assistant(settings)
-    try:
-        with BackgroundServer(assistant) as server:
-            (source / "storks.md").write_text("# Storks\n\nStorks nest on rooftops.", "utf-8")
-            shutil.copy(source / "report.pdf", source / "report-copy.pdf")
-            run = subprocess.Popen(
-                [sys.executable, "-m", "rag_pipeline.cli", "index", "--home", str(home)],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-            )
-            answered = 0
-            while run.poll() is None:
-                response = httpx.get(f"{server.url}/api/search", params={"q": "owls"}, timeout=30)
-                assert response.status_code == 200, response.text
-                answered += 1
-            assert run.returncode == 0 and answered > 0
-            finished = time.monotonic()
-            while time.monotonic() - finished < 30:
-                found = httpx.get(f"{server.url}/api/search", params={"q": "storks nest"}).json()
-                if found and found[0]["id"] == "docs/storks.md":
-                    break
-                time.sleep(0.2)
-            else:
-                pytest.fail("the new document did not show up within 30 s of the run's end")
-    finally:
-        assistant.close()
+    with BackgroundServer(settings) as server:
+        (source / "storks.md").write_text("# Storks\n\nStorks nest on rooftops.", "utf-8")
+        shutil.copy(source / "report.pdf", source / "report-copy.pdf")
+        run = subprocess.Popen(
+            [sys.executable, "-m", "rag_pipeline.cli", "index", "--home", str(home)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        answered = 0
+        while run.poll() is None:
+            response = httpx.get(f"{server.url}/api/search", params={"q": "owls"}, timeout=30)
+            assert response.status_code == 200, response.text
+            answered += 1
+        assert run.returncode == 0 and answered > 0
+        finished = time.monotonic()
+        while time.monotonic() - finished < 30:
+            found = httpx.get(f"{server.url}/api/search", params={"q": "storks nest"}).json()
+            if found and found[0]["id"] == "docs/storks.md":
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the new document did not show up within 30 s of the run's end")

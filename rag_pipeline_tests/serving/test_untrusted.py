@@ -16,7 +16,6 @@ from rag_pipeline.config import Settings, load_settings
 from rag_pipeline_tests.documents import text_picture, two_column_pdf
 from rag_pipeline_tests.index_state import live_chunks
 from rag_pipeline_tests.serving.conftest import CHROMIUM, chromium
-from serving.assistant import Assistant
 from serving.server import BackgroundServer
 
 
@@ -57,12 +56,8 @@ def untrusted(tmp_path_factory: pytest.TempPathFactory) -> Settings:
 
 @pytest.fixture(scope="module")
 def served(untrusted: Settings) -> Iterator[str]:
-    assistant = Assistant(untrusted)
-    try:
-        with BackgroundServer(assistant) as server:
-            yield server.url
-    finally:
-        assistant.close()
+    with BackgroundServer(untrusted) as server:
+        yield server.url
 
 
 def _original(served: str, doc_id: str) -> httpx.Response:
@@ -178,7 +173,8 @@ def test_in_a_browser_an_html_original_runs_nothing(served: str, untrusted: Sett
         question.press("Enter")
         link = page.locator("#evidence a[href*='kingfishers.html']").first
         link.wait_for(timeout=60_000)
-        assert link.get_attribute("href") == f"/api/file?doc_id={quote('docs/kingfishers.html')}"
+        expected = f"/api/file?doc_id={quote('docs/kingfishers.html')}"
+        assert (link.get_attribute("href") or "").startswith(expected)
         with context.expect_page() as opened:
             link.click()
         if not opened.value.is_closed():  # the tab closes once its download starts
@@ -214,7 +210,9 @@ def test_the_page_refuses_a_too_long_question_clearly(served: str) -> None:
     client = Client(served + "/", verbose=False)
     try:
         with pytest.raises(AppError, match=f"at most {MAX_QUERY_CHARS} are accepted"):
-            client.predict("owl " * MAX_QUERY_CHARS, [], [], [], [], "", "", api_name="/ask")
+            client.predict(
+                "owl " * MAX_QUERY_CHARS, "default", [], [], [], [], "", "", api_name="/ask"
+            )
     finally:
         client.close()
 

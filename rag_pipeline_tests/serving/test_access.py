@@ -1,0 +1,78 @@
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from rag_pipeline.cli import main
+from rag_pipeline.config import AccessSettings, load_settings
+from rag_pipeline.workspaces import find_workspace
+from serving.access import AccessError, add_user, check_binding
+from serving.server import BackgroundServer
+
+
+@pytest.fixture(scope="module")
+def two_teams(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+    """Two workspaces, a user granted each, served with sign-in: (url, user -> token)."""
+    root = tmp_path_factory.mktemp("access")
+    home, docs = root / "home", root / "docs"
+    docs.mkdir()
+    (docs / "zebra.md").write_text("# Zebra\n\nThe zebrafish protocol.\n", encoding="utf-8")
+    assert main(["index", "--home", str(home), "--source", str(docs)]) == 0
+    assert main(["workspace", "create", "Client B", "--home", str(home)]) == 0
+    client_b = find_workspace(load_settings(home), "Client B")
+    (client_b.settings.upload_folder / "quokka.md").write_text(
+        "# Quokka\n\nThe quokka inventory.\n", encoding="utf-8"
+    )
+    assert main(["index", "--home", str(home), "--workspace", "client-b"]) == 0
+    tokens = {
+        "alice": add_user(home, "alice", "alice-password", ["client-b"]),
+        "bob": add_user(home, "bob", "bob-password", ["default"]),
+    }
+    with BackgroundServer(load_settings(home)) as server:
+        yield server.url, tokens
+
+
+def _search(url: str, q: str, workspace: str | None = None, **auth: object) -> httpx.Response:
+    params = {"q": q} | ({"workspace": workspace} if workspace else {})
+    return httpx.get(f"{url}/api/search", params=params, timeout=60, **auth)  # type: ignore[arg-type]
+
+
+def test_a_request_without_credentials_is_refused_on_every_route(
+    two_teams: tuple[str, dict[str, str]],
+) -> None:
+    url, _ = two_teams
+    for path in ("/", "/api/search?q=quokka", "/api/file?doc_id=docs/zebra.md", "/config"):
+        response = httpx.get(url + path, timeout=30)
+        assert response.status_code == 401, path
+        assert response.headers["www-authenticate"].startswith("Basic")
+    wrong = httpx.get(url + "/", auth=("alice", "not-her-password"), timeout=30)
+    assert wrong.status_code == 401
+    assert httpx.get(url + "/", auth=("alice", "alice-password"), timeout=30).status_code == 200
+
+
+def test_a_token_for_one_workspace_never_finds_a_document_of_another(
+    two_teams: tuple[str, dict[str, str]],
+) -> None:
+    url, tokens = two_teams
+    alice = {"headers": {"Authorization": f"Bearer {tokens['alice']}"}}
+    found = _search(url, "quokka inventory", **alice).json()
+    assert [document["id"] for document in found] == ["uploads/quokka.md"]
+    assert all("zebra" not in d["id"] for d in _search(url, "zebrafish protocol", **alice).json())
+    assert _search(url, "zebrafish", "default", **alice).status_code == 404
+    original = httpx.get(f"{url}/api/file", params={"doc_id": "docs/zebra.md"}, **alice)
+    assert original.status_code == 404
+
+    bob = {"auth": ("bob", "bob-password")}
+    assert [d["id"] for d in _search(url, "zebrafish protocol", **bob).json()] == ["docs/zebra.md"]
+    assert _search(url, "quokka", "client-b", **bob).status_code == 404
+    bad_token = {"headers": {"Authorization": "Bearer not-a-token"}}
+    assert _search(url, "quokka", **bad_token).status_code == 401
+
+
+def test_serving_beyond_loopback_needs_someone_to_sign_in(tmp_path: Path) -> None:
+    check_binding("127.0.0.1", AccessSettings())
+    with pytest.raises(AccessError, match="without sign-in"):
+        check_binding("0.0.0.0", AccessSettings())
+    check_binding("0.0.0.0", AccessSettings(proxy_user_header="X-Forwarded-User"))
+    assert main(["serve", "--home", str(tmp_path / "home"), "--host", "0.0.0.0"]) == 2

@@ -1,0 +1,200 @@
+"""The workspaces one server answers for, and what each user may do with them.
+
+An :class:`~serving.assistant.Assistant` per workspace, opened at its first use; uploads into a
+workspace's upload folder, indexed by the same pipeline in a child process
+(``rag-pipeline index --workspace …``: the page never runs Dagster itself).
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import threading
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+
+from rag_pipeline.config import Settings
+from rag_pipeline.workspaces import (
+    Workspace,
+    create_workspace,
+    delete_workspace,
+    list_workspaces,
+    mark_opened,
+    rename_workspace,
+)
+from serving.access import Authenticator, User
+from serving.assistant import Assistant
+
+logger = logging.getLogger(__name__)
+
+
+class NotAllowed(PermissionError):
+    """The user may not do this, or the workspace is not theirs (the two look alike)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Upload:
+    name: str  # the file's name as sent
+    path: Path  # where it was written
+
+
+class ServedWorkspaces:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings  # the installation's (its default workspace's) settings
+        self.authenticator = Authenticator(settings.root)
+        self._assistants: dict[str, Assistant] = {}
+        self._lock = threading.Lock()
+        self._indexing = _BackgroundIndexing(settings.root)
+
+    # -- which workspaces --------------------------------------------------------------------
+
+    def visible(self, user: User) -> list[Workspace]:
+        return [w for w in list_workspaces(self.settings) if user.may_use(w.id)]
+
+    def workspace(self, user: User, workspace_id: str | None) -> Workspace:
+        """The workspace ``workspace_id`` (default: the user's first), if the user may use it."""
+        visible = self.visible(user)
+        if not visible:
+            raise NotAllowed(f"{user.name} may use no workspace yet")
+        if workspace_id is None:
+            return visible[0]
+        found = next((w for w in visible if w.id == workspace_id), None)
+        if found is None:
+            raise NotAllowed(f"no workspace {workspace_id!r} for {user.name}")
+        return found
+
+    def assistant(self, user: User, workspace_id: str | None) -> Assistant:
+        return self._assistant(self.workspace(user, workspace_id))
+
+    def _assistant(self, workspace: Workspace) -> Assistant:
+        with self._lock:
+            if workspace.id not in self._assistants:
+                self._assistants[workspace.id] = Assistant(workspace.settings)
+            return self._assistants[workspace.id]
+
+    def open_all(self) -> None:
+        """Open every workspace's assistant now (the server's start, not a first question,
+        meets a bad model)."""
+        for workspace in list_workspaces(self.settings):
+            self._assistant(workspace)
+
+    def opened(self, user: User, workspace_id: str) -> Assistant:
+        """The workspace's assistant, its opening remembered (the cards sort by it)."""
+        assistant = self.assistant(user, workspace_id)
+        mark_opened(self.workspace(user, workspace_id))
+        return assistant
+
+    # -- managing them -----------------------------------------------------------------------
+
+    @staticmethod
+    def may_manage(user: User) -> bool:
+        """Creating, renaming and deleting workspaces is for users granted all of them."""
+        return user.may_use("*")
+
+    def create(self, user: User, name: str) -> Workspace:
+        self._require_manager(user)
+        return create_workspace(self.settings, name)
+
+    def rename(self, user: User, workspace_id: str, name: str) -> Workspace:
+        self._require_manager(user)
+        return rename_workspace(self.workspace(user, workspace_id), name)
+
+    def delete(self, user: User, workspace_id: str) -> None:
+        self._require_manager(user)
+        workspace = self.workspace(user, workspace_id)
+        with self._lock:
+            assistant = self._assistants.pop(workspace.id, None)
+        if assistant is not None:
+            assistant.close()
+        delete_workspace(workspace)
+
+    def _require_manager(self, user: User) -> None:
+        if not self.may_manage(user):
+            raise NotAllowed(f"{user.name} may not create, rename or delete workspaces")
+
+    # -- uploads -----------------------------------------------------------------------------
+
+    def upload(self, user: User, workspace_id: str, files: list[Path]) -> list[Upload]:
+        """Copy uploaded files into the workspace's upload folder and have them indexed."""
+        limits = self.settings.serving
+        if len(files) > limits.max_upload_files:
+            raise ValueError(f"at most {limits.max_upload_files} files in one upload")
+        for file in files:
+            if file.stat().st_size > limits.max_upload_mb * 1024 * 1024:
+                raise ValueError(f"{file.name} is larger than {limits.max_upload_mb:g} MB")
+        workspace = self.workspace(user, workspace_id)
+        folder = workspace.settings.upload_folder
+        folder.mkdir(parents=True, exist_ok=True)
+        written = []
+        for file in files:
+            target = folder / safe_file_name(file.name)
+            target.write_bytes(file.read_bytes())
+            written.append(Upload(file.name, target))
+        self._indexing.request(workspace.id)
+        return written
+
+    def indexing(self, workspace_id: str) -> bool:
+        """Whether an indexing run the page started for the workspace is under way."""
+        return self._indexing.running(workspace_id)
+
+    def close(self) -> None:
+        with self._lock:
+            assistants, self._assistants = list(self._assistants.values()), {}
+        for assistant in assistants:
+            assistant.close()
+
+
+def safe_file_name(name: str) -> str:
+    """A name to store an upload under: its last path part, without control characters,
+    never hidden, never empty."""
+    base = Path(name.replace("\\", "/")).name
+    cleaned = "".join(c for c in base if unicodedata.category(c)[0] != "C").strip().lstrip(".")
+    return cleaned[:200] or "upload"
+
+
+class _BackgroundIndexing:
+    """One ``rag-pipeline index`` child process per workspace at a time; a request while one
+    runs makes it run once more when it ends (the new files may have come too late for it)."""
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+        self._lock = threading.Lock()
+        self._busy: set[str] = set()
+        self._again: set[str] = set()
+
+    def request(self, workspace_id: str) -> None:
+        with self._lock:
+            if workspace_id in self._busy:
+                self._again.add(workspace_id)
+                return
+            self._busy.add(workspace_id)
+        threading.Thread(
+            target=self._run, args=(workspace_id,), name=f"index-{workspace_id}", daemon=True
+        ).start()
+
+    def running(self, workspace_id: str) -> bool:
+        with self._lock:
+            return workspace_id in self._busy
+
+    def _run(self, workspace_id: str) -> None:
+        command = [
+            sys.executable,
+            "-m",
+            "rag_pipeline.cli",
+            "index",
+            "--home",
+            str(self._root),
+            "--workspace",
+            workspace_id,
+        ]
+        while True:
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                logger.error("indexing %s failed: %s", workspace_id, done.stderr[-2000:])
+            with self._lock:
+                if workspace_id not in self._again:
+                    self._busy.discard(workspace_id)
+                    return
+                self._again.discard(workspace_id)
