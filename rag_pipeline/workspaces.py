@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,9 +58,24 @@ def list_workspaces(settings: Settings) -> list[Workspace]:
     return [default, *sorted(others, key=lambda w: w.name.casefold())]
 
 
+def open_workspace(settings: Settings, id_: str) -> Workspace:
+    """The workspace with this id, read alone (cheaper than listing them all)."""
+    if not workspace_exists(settings.root, id_):
+        raise WorkspaceError(f"no workspace {id_!r} (see `rag-pipeline workspace list`)")
+    return _open(settings.root, id_, settings)
+
+
+def workspace_exists(root: Path, id_: str) -> bool:
+    return id_ == DEFAULT_WORKSPACE or (
+        is_workspace_id(id_) and (workspace_home(root, id_) / _DESCRIPTION).is_file()
+    )
+
+
 def find_workspace(settings: Settings, name_or_id: str) -> Workspace:
     """The workspace with this id or display name (letter case aside)."""
     wanted = name_or_id.strip()
+    if workspace_exists(settings.root, wanted):
+        return open_workspace(settings, wanted)
     for workspace in list_workspaces(settings):
         if wanted in (workspace.id, workspace.name) or (
             wanted.casefold() == workspace.name.casefold()
@@ -76,11 +92,14 @@ def create_workspace(settings: Settings, name: str) -> Workspace:
     home = workspace_home(settings.root, new_id)
     if home.exists():
         raise WorkspaceError(f"a workspace with the id {new_id!r} exists already")
-    home.mkdir(parents=True)
+    # Made aside and moved in whole: a creation cut short leaves no half workspace behind.
+    draft = _aside(home, "creating")
+    draft.mkdir(parents=True)
     # Its own (empty) list of folders: the installation's belong to the default workspace.
-    write_stored_settings(home, {"sources": []})
-    load_settings(settings.root, new_id).upload_folder.mkdir()
-    _describe(home, {"name": name, "created": time.time(), "last_opened": None})
+    write_stored_settings(draft, {"sources": []})
+    (draft / load_settings(settings.root, new_id).upload_folder.name).mkdir()
+    _describe(draft, {"name": name, "created": time.time(), "last_opened": None})
+    draft.rename(home)
     return _open(settings.root, new_id)
 
 
@@ -111,7 +130,17 @@ def delete_workspace(workspace: Workspace, *, wait_seconds: float = 60.0) -> Non
             drop_collection(settings, collection)
         if settings.catalog.url and settings.catalog_schema:
             drop_schema(settings.catalog.url, settings.catalog_schema)
-    shutil.rmtree(settings.home)
+        # Moved aside first: a deletion cut short leaves no half workspace in the list.
+        doomed = _aside(settings.home, "deleted")
+        settings.home.rename(doomed)
+    shutil.rmtree(doomed)
+    for leftover in settings.home.parent.glob(".deleted-*"):  # deletions cut short
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _aside(home: Path, why: str) -> Path:
+    """A hidden folder beside a workspace's (never listed: not a workspace id)."""
+    return home.with_name(f".{why}-{home.name}-{uuid.uuid4().hex[:8]}")
 
 
 def _valid_name(name: str) -> str:

@@ -122,3 +122,14 @@ def test_workspace_catalogs_live_in_their_own_postgresql_schema(
     delete_workspace(workspace)
     with Catalog(load_settings(home, catalog={"url": postgres_url})) as catalog:
         assert catalog.collections() == []
+
+
+def test_creations_and_deletions_cut_short_leave_no_half_workspace(home: Path) -> None:
+    settings = load_settings(home)
+    kept = create_workspace(settings, "Kept")
+    for leftover in (".creating-cut-1a2b3c4d", ".deleted-gone-1a2b3c4d"):
+        (home / "workspaces" / leftover).mkdir()
+        (home / "workspaces" / leftover / "workspace.json").write_text('{"name": "half"}')
+    assert [w.id for w in list_workspaces(settings)] == ["default", kept.id]
+    delete_workspace(kept)
+    assert sorted(p.name for p in (home / "workspaces").iterdir()) == [".creating-cut-1a2b3c4d"]

@@ -8,6 +8,7 @@ workspace's upload folder, indexed by the same pipeline in a child process
 from __future__ import annotations
 
 import logging
+import shutil
 import subprocess
 import sys
 import threading
@@ -16,13 +17,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rag_pipeline.config import Settings
+from rag_pipeline.ids import DEFAULT_WORKSPACE
+from rag_pipeline.parsing import format_of
 from rag_pipeline.workspaces import (
     Workspace,
+    WorkspaceError,
     create_workspace,
     delete_workspace,
     list_workspaces,
     mark_opened,
+    open_workspace,
     rename_workspace,
+    workspace_exists,
 )
 from serving.access import Authenticator, User
 from serving.assistant import Assistant
@@ -53,20 +59,31 @@ class ServedWorkspaces:
     def visible(self, user: User) -> list[Workspace]:
         return [w for w in list_workspaces(self.settings) if user.may_use(w.id)]
 
-    def workspace(self, user: User, workspace_id: str | None) -> Workspace:
-        """The workspace ``workspace_id`` (default: the user's first), if the user may use it."""
-        visible = self.visible(user)
-        if not visible:
-            raise NotAllowed(f"{user.name} may use no workspace yet")
+    def _chosen(self, user: User, workspace_id: str | None) -> str:
+        """The id of the workspace a request names (default: the user's first), if the user
+        may use it. Every request asks: no listing of all workspaces unless it names none."""
         if workspace_id is None:
-            return visible[0]
-        found = next((w for w in visible if w.id == workspace_id), None)
-        if found is None:
+            if user.may_use(DEFAULT_WORKSPACE):
+                return DEFAULT_WORKSPACE
+            visible = self.visible(user)
+            if not visible:
+                raise NotAllowed(f"{user.name} may use no workspace yet")
+            return visible[0].id
+        if not user.may_use(workspace_id) or not workspace_exists(self.settings.root, workspace_id):
             raise NotAllowed(f"no workspace {workspace_id!r} for {user.name}")
-        return found
+        return workspace_id
+
+    def workspace(self, user: User, workspace_id: str | None) -> Workspace:
+        try:
+            return open_workspace(self.settings, self._chosen(user, workspace_id))
+        except WorkspaceError as error:  # deleted meanwhile
+            raise NotAllowed(str(error)) from error
 
     def assistant(self, user: User, workspace_id: str | None) -> Assistant:
-        return self._assistant(self.workspace(user, workspace_id))
+        chosen = self._chosen(user, workspace_id)
+        with self._lock:
+            opened = self._assistants.get(chosen)
+        return opened or self._assistant(self.workspace(user, chosen))
 
     def _assistant(self, workspace: Workspace) -> Assistant:
         with self._lock:
@@ -82,9 +99,9 @@ class ServedWorkspaces:
 
     def opened(self, user: User, workspace_id: str) -> Assistant:
         """The workspace's assistant, its opening remembered (the cards sort by it)."""
-        assistant = self.assistant(user, workspace_id)
-        mark_opened(self.workspace(user, workspace_id))
-        return assistant
+        workspace = self.workspace(user, workspace_id)
+        mark_opened(workspace)
+        return self._assistant(workspace)
 
     # -- managing them -----------------------------------------------------------------------
 
@@ -124,13 +141,18 @@ class ServedWorkspaces:
         for file in files:
             if file.stat().st_size > limits.max_upload_mb * 1024 * 1024:
                 raise ValueError(f"{file.name} is larger than {limits.max_upload_mb:g} MB")
+            if format_of(Path(safe_file_name(file.name))) is None:
+                raise ValueError(f"{file.name}: not a kind of document this index reads")
         workspace = self.workspace(user, workspace_id)
         folder = workspace.settings.upload_folder
         folder.mkdir(parents=True, exist_ok=True)
         written = []
         for file in files:
             target = folder / safe_file_name(file.name)
-            target.write_bytes(file.read_bytes())
+            # Copied under a hidden name, then renamed: a run never reads half a file.
+            partial = folder / f".{target.name}.part"
+            shutil.copyfile(file, partial)
+            partial.replace(target)
             written.append(Upload(file.name, target))
         self._indexing.request(workspace.id)
         return written

@@ -43,6 +43,8 @@ def _index_run_requests(instance: DagsterInstance, trigger: str) -> list[RunRequ
     """A run for each workspace with changes and no run of its own queued or in progress."""
     workspaces = list_workspaces(load_settings())
     remove_other_workspaces_partitions(instance, {workspace.id for workspace in workspaces})
+    for workspace in workspaces:
+        fail_abandoned_runs(instance, workspace.settings)
     busy = {
         workspace_of_run(run.tags)
         for run in instance.get_runs(
@@ -62,7 +64,6 @@ def _index_run_requests(instance: DagsterInstance, trigger: str) -> list[RunRequ
 def _index_run_request(
     instance: DagsterInstance, settings: Settings, trigger: str, busy: set[str]
 ) -> RunRequest | SkipReason:
-    fail_abandoned_runs(instance, settings)
     if settings.workspace in busy:
         return SkipReason("an indexing run is queued or in progress")
     try:

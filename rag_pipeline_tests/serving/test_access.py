@@ -1,14 +1,18 @@
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from rag_pipeline.catalog import Catalog
 from rag_pipeline.cli import main
-from rag_pipeline.config import AccessSettings, load_settings
-from rag_pipeline.workspaces import find_workspace
-from serving.access import AccessError, add_user, check_binding
+from rag_pipeline.config import AccessSettings, UserSettings, load_settings
+from rag_pipeline.ids import DEFAULT_WORKSPACE
+from rag_pipeline.workspaces import create_workspace, find_workspace
+from serving.access import AccessError, User, add_user, check_binding
 from serving.server import BackgroundServer
+from serving.workspaces import NotAllowed, ServedWorkspaces
 
 
 @pytest.fixture(scope="module")
@@ -76,3 +80,36 @@ def test_serving_beyond_loopback_needs_someone_to_sign_in(tmp_path: Path) -> Non
         check_binding("0.0.0.0", AccessSettings())
     check_binding("0.0.0.0", AccessSettings(proxy_user_header="X-Forwarded-User"))
     assert main(["serve", "--home", str(tmp_path / "home"), "--host", "0.0.0.0"]) == 2
+
+
+def test_an_upload_is_checked_written_whole_and_indexed_in_its_workspace(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    settings = load_settings(home, serving={"max_upload_mb": 0.001, "max_upload_files": 2})
+    created = create_workspace(settings, "Uploads")
+    alice = User("alice", UserSettings(workspaces=[created.id]))
+    note, big, program = tmp_path / "note.md", tmp_path / "big.md", tmp_path / "run.exe"
+    note.write_text("# Pelicans\n\nPelicans scoop fish into their pouch.\n", encoding="utf-8")
+    big.write_text("x" * 2000, encoding="utf-8")
+    program.write_bytes(b"MZ")
+    workspaces = ServedWorkspaces(settings)
+    try:
+        with pytest.raises(ValueError, match="larger than"):
+            workspaces.upload(alice, created.id, [big])
+        with pytest.raises(ValueError, match="not a kind of document"):
+            workspaces.upload(alice, created.id, [program])
+        with pytest.raises(ValueError, match="at most 2 files"):
+            workspaces.upload(alice, created.id, [note, note, note])
+        with pytest.raises(NotAllowed):
+            workspaces.upload(alice, DEFAULT_WORKSPACE, [note])
+        [written] = workspaces.upload(alice, created.id, [note])
+        assert written.path == created.settings.upload_folder / "note.md"
+        assert sorted(p.name for p in created.settings.upload_folder.iterdir()) == ["note.md"]
+        deadline = time.monotonic() + 300
+        while workspaces.indexing(created.id) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        with Catalog(created.settings) as catalog:
+            live = catalog.live_collection()
+            assert live is not None
+            assert catalog.documents(live.name)["uploads/note.md"].state == "indexed"
+    finally:
+        workspaces.close()
