@@ -9,7 +9,12 @@ store is the page's own embedded replica (Qdrant Edge). Rerank is not configured
 excludes it). Brute force: one numpy matrix product for the dense part, postings summed with
 numpy for the sparse part (BM25 with IDF, as Qdrant scores it), then the same fusion.
 
+With ``--workspaces N``, the server's case of many workspaces on one page: N collections of
+``--sizes`` chunks each, every one with its own replica and retriever as the page opens them,
+each query sent to a workspace drawn at random; against one workspace alone, in the same run.
+
     python bench/query_latency.py [--sizes 10000 100000] [--queries 200]
+    python bench/query_latency.py --workspaces 20 --sizes 10000
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from rag_pipeline.config import Settings, load_settings
 from rag_pipeline.embedding import DenseEncoder, SparseEncoder
 from rag_pipeline.store.edge import EdgeStore
 from rag_pipeline.store.schema import Hit, IndexPoint, NearestHits
+from rag_pipeline.workspaces import create_workspace
 from serving.answer import ExtractiveAnswerer, answer
 from serving.retrieval import Retriever, fuse
 
@@ -173,10 +179,45 @@ def measure(size: int, queries: list[str], work: Path) -> None:
     store.close()
 
 
+def measure_workspaces(count: int, size: int, queries: list[str], work: Path) -> None:
+    """Per-workspace query latency with ``count`` workspaces open in one server process."""
+    started = time.perf_counter()
+    installation = load_settings(work / "installation")
+    stores, retrievers = [], []
+    for number in range(count):
+        settings = create_workspace(installation, f"Workspace {number}").settings
+        points, _ = build_points(size + number, settings)  # a different corpus in each
+        store = EdgeStore(work / f"workspace-edge-{number}")
+        store.ensure_collection(DIM)
+        store.upsert(points)
+        stores.append(store)
+        retrievers.append(Retriever(settings, store))
+    print(f"{count} workspaces of {size} chunks: built in {time.perf_counter() - started:.0f} s")
+    rng = random.Random(count)
+    alone = percentiles(lambda q: retrievers[0].retrieve(q), queries)
+    spread = percentiles(lambda q: rng.choice(retrievers).retrieve(q), queries)
+    print(f"  one workspace alone: p50 {alone[0]:.1f} ms, p95 {alone[1]:.1f} ms")
+    print(
+        f"  a random one of {count}: p50 {spread[0]:.1f} ms, p95 {spread[1]:.1f} ms "
+        f"(p95 / alone {spread[1] / alone[1]:.2f}) | peak RSS {peak_rss_mb():.0f} MB"
+    )
+    for store in stores:
+        store.close()
+
+
+def peak_rss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument(
+        "--workspaces", type=int, default=0, help="measure this many workspaces on one page"
+    )
     args = parser.parse_args()
     rng = random.Random(1)
     queries = [
@@ -185,7 +226,10 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="rag-bench-latency-"))
     try:
         for size in args.sizes:
-            measure(size, queries, work)
+            if args.workspaces:
+                measure_workspaces(args.workspaces, size, queries, work)
+            else:
+                measure(size, queries, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

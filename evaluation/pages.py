@@ -368,7 +368,7 @@ def _page_sparse_encoder(settings: Settings, texts: Iterable[str]) -> SparseEnco
         lengths = [bm25_length(text) for text in texts]
         average = max(sum(lengths) / max(len(lengths), 1), 1.0)
         embedding = embedding.model_copy(update={"bm25_avg_len": round(average, 1)})
-    return SparseEncoder(embedding, settings.home)
+    return SparseEncoder(embedding, settings.root)
 
 
 # -- the whole evaluation ---------------------------------------------------------------------

@@ -90,6 +90,7 @@ def test_each_workspace_finds_only_its_own_documents_and_delete_removes_only_its
 
     assert found("quokka inventory", "--workspace", "client-b") == ["uploads/quokka.md"]
     assert "uploads/quokka.md" not in found("quokka inventory")
+    assert not (client_b.home / "models").exists()  # the installation's models are shared
     assert "docs/zebra.md" not in found("zebrafish protocol", "--workspace", "client-b")
     with Catalog(client_b.settings) as catalog:
         collection = catalog.live_collection()

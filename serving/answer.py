@@ -19,10 +19,9 @@ from typing import Any, Protocol
 
 from rag_pipeline.chunking import sentence_spans
 from rag_pipeline.config import AnswerSettings, Settings
-from rag_pipeline.embedding import SparseEncoder
 from rag_pipeline.embedding.models import models_folder
 from rag_pipeline.language import detect_language, has_cjk
-from serving.retrieval import Candidate, Retrieval
+from serving.retrieval import Candidate, Retrieval, query_encoders
 
 Message = dict[str, str]  # {"role": "user" | "assistant", "content": ...}
 
@@ -172,7 +171,8 @@ class ExtractiveAnswerer:
 
     def __init__(self, settings: Settings) -> None:
         self.sentences = settings.answer.extractive_sentences
-        self.terms = SparseEncoder(settings.embedding, settings.home)
+        self._encoders = query_encoders(settings)  # kept: the retriever's, shared
+        self.terms = self._encoders.sparse
 
     def write(
         self, question: str, history: Sequence[Message], passages: Sequence[Candidate]
@@ -366,5 +366,5 @@ def load_answerer(settings: Settings) -> Answerer:
     if backend == "openai":
         return OpenAICompatibleAnswerer(settings.answer)
     if backend == "transformers":
-        return TransformersAnswerer(settings.answer, settings.home)
+        return TransformersAnswerer(settings.answer, settings.root)
     return ExtractiveAnswerer(settings)

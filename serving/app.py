@@ -126,6 +126,8 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
                     )
                     sources = gr.HTML("", elem_id="sources")
                     refresh_sources = gr.Button("Refresh", size="sm", elem_id="refresh-sources")
+                    # Shows the sources' states again every 2 s while uploads are indexed.
+                    indexing_progress = gr.Timer(2.0, active=False)
                 gr.Markdown(notice, elem_id="rerank-notice")
                 with gr.Accordion(
                     "Search by image",
@@ -313,7 +315,7 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
                 _conversation_choices(assistant, user.name, None),
                 gr.Dropdown(choices=indexed, value=[]),
                 gr.CheckboxGroup(choices=types, value=[]),
-                _sources_html(workspaces, assistant, workspace_id),
+                show_sources(workspace_id, request)[0],
                 f"{len(indexed)} documents indexed",
             )
 
@@ -327,22 +329,26 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
 
         def upload(
             files: list[str] | None, workspace_id: str | None, request: gr.Request
-        ) -> tuple[Any, str]:
-            assistant, _ = serving(request, workspace_id)
-            if not files:
-                return None, _sources_html(workspaces, assistant, workspace_id)
-            try:
-                written = workspaces.upload(
-                    signed_in(request), workspace_id or "", [Path(f) for f in files]
-                )
-            except (ValueError, NotAllowed) as error:
-                raise gr.Error(str(error)) from error
-            gr.Info(f"{len(written)} file(s) uploaded; indexing them now")
-            return None, _sources_html(workspaces, assistant, workspace_id)
+        ) -> tuple[Any, str, Any]:
+            if files:
+                try:
+                    written = workspaces.upload(
+                        signed_in(request), workspace_id or "", [Path(f) for f in files]
+                    )
+                except (ValueError, NotAllowed) as error:
+                    raise gr.Error(str(error)) from error
+                gr.Info(f"{len(written)} file(s) uploaded; indexing them now")
+            return None, *show_sources(workspace_id, request)
 
-        def show_sources(workspace_id: str | None, request: gr.Request) -> str:
+        def show_sources(workspace_id: str | None, request: gr.Request) -> tuple[str, Any]:
+            """The sources' states, and the progress timer on while the workspace indexes."""
             assistant, _ = serving(request, workspace_id)
-            return _sources_html(workspaces, assistant, workspace_id)
+            running = workspaces.indexing(assistant.settings.workspace)
+            assistant.refresh()  # what the list calls indexed is searchable
+            return (
+                _sources_html(assistant, workspace_id, running=running),
+                gr.Timer(active=running),
+            )
 
         def show_traces(workspace_id: str | None, request: gr.Request) -> Any:
             assistant, owner = serving(request, workspace_id)
@@ -424,8 +430,15 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
             show_citation, workspace, [shown_page, shown_text], api_visibility="private"
         )
         refresh_traces.click(show_traces, workspace, traces, api_name="traces")
-        uploads.upload(upload, [uploads, workspace], [uploads, sources], api_name="upload")
-        refresh_sources.click(show_sources, workspace, sources, api_name="sources")
+        uploads.upload(
+            upload, [uploads, workspace], [uploads, sources, indexing_progress], api_name="upload"
+        )
+        refresh_sources.click(
+            show_sources, workspace, [sources, indexing_progress], api_name="sources"
+        )
+        indexing_progress.tick(
+            show_sources, workspace, [sources, indexing_progress], api_visibility="private"
+        )
         order.change(show_cards, order, cards, api_visibility="private")
         for button, action in ((create, "create"), (rename, "rename"), (remove, "delete")):
             button.click(
@@ -453,14 +466,12 @@ def _file_link(doc_id: str, workspace_id: str | None) -> str:
     return f"/api/file?doc_id={quote(doc_id)}{workspace}"
 
 
-def _sources_html(
-    workspaces: ServedWorkspaces, assistant: Assistant, workspace_id: str | None
-) -> str:
-    """The workspace's folders and each document's state: indexing, indexed, or failed and why."""
+def _sources_html(assistant: Assistant, workspace_id: str | None, *, running: bool) -> str:
+    """The workspace's folders and each document's state (indexing, indexed, or failed and
+    why), with a download of each original."""
     settings = assistant.settings
     live = assistant.catalog.live_collection()
     records = assistant.catalog.documents(live.name) if live else {}
-    running = workspaces.indexing(settings.workspace)
     parts = ["<div class='evidence'>"]
     for folder in settings.watched_folders:
         name = "uploads" if folder == settings.upload_folder else folder.name
@@ -477,9 +488,14 @@ def _sources_html(
     for path in uploaded:  # not in the catalog yet
         states.setdefault(f"uploads/{path.name}", "indexing" if running else "not indexed yet")
     for doc_id, state in sorted(states.items()):
+        download = (
+            f" <a href='{_file_link(doc_id, workspace_id)}' download class='download'>download</a>"
+            if doc_id in records
+            else ""
+        )
         parts.append(
-            f"<div class='cite'>{html.escape(doc_id)} <span class='where'>"
-            f"{html.escape(state)}</span></div>"
+            f"<div class='cite' data-doc='{html.escape(doc_id)}'>{html.escape(doc_id)} "
+            f"<span class='where'>{html.escape(state)}</span>{download}</div>"
         )
     parts.append("</div>")
     return "\n".join(parts)

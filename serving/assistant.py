@@ -7,6 +7,7 @@ query models, the reranker, the answer backend and the history database.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,6 +78,7 @@ class Assistant:
         self.store = open_serving_store(settings, self.catalog)
         self._reranker = load_reranker(settings)
         self.retriever = self._retriever()
+        self._refreshing = threading.Lock()  # the refresh loop's and the page's own
         self.refresh()  # a first page load sees the whole index
         if self.retriever.clip is not None:
             self.retriever.clip.dim  # noqa: B018 (loads CLIP now: a bad model fails at start)
@@ -92,12 +94,13 @@ class Assistant:
 
     def refresh(self) -> RefreshReport:
         """Take in what indexing runs changed; follow a collection of new models going live."""
-        before = self.store.collection
-        report = self.store.refresh()
-        after = self.store.collection
-        if after is not None and (before is None or before.name != after.name):
-            self.retriever = self._retriever()
-        return report
+        with self._refreshing:
+            before = self.store.collection
+            report = self.store.refresh()
+            after = self.store.collection
+            if after is not None and (before is None or before.name != after.name):
+                self.retriever = self._retriever()
+            return report
 
     @property
     def reranker_name(self) -> str | None:

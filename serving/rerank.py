@@ -39,8 +39,8 @@ def load_reranker(settings: Settings) -> Reranker | None:
         backend = "fastembed" if _is_fastembed_model(config.model) else "transformers"
     try:
         if backend == "fastembed":
-            return FastembedReranker(config, settings.home)
-        return TransformersReranker(config, settings.home)
+            return FastembedReranker(config, settings.root)
+        return TransformersReranker(config, settings.root)
     except ImportError as error:
         raise RerankError(
             f"the {backend} reranker needs a package that is not installed ({error.name}): "

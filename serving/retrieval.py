@@ -9,7 +9,9 @@ weights) works the same on both backends, and so that a trace keeps each ranking
 from __future__ import annotations
 
 import statistics
+import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -198,6 +200,41 @@ def _contributions(hits: list[Hit], settings: RetrievalSettings) -> dict[str, fl
     }
 
 
+@dataclass(eq=False)
+class QueryEncoders:
+    """The models a query is embedded with."""
+
+    dense: DenseEncoder
+    sparse: SparseEncoder
+    clip: ClipEncoder | None  # pictures are searched by CLIP's text tower too, when configured
+
+
+_ENCODERS: weakref.WeakValueDictionary[tuple[str, ...], QueryEncoders] = (
+    weakref.WeakValueDictionary()
+)
+_ENCODERS_LOCK = threading.Lock()
+
+
+def query_encoders(settings: Settings) -> QueryEncoders:
+    """The query models for these settings, shared while anything uses them: a server's
+    workspaces with the same models hold one copy of the weights, not one each."""
+    key = (
+        settings.embedding.model_dump_json(),
+        settings.images.model_dump_json(),
+        str(settings.root),
+    )
+    with _ENCODERS_LOCK:
+        encoders = _ENCODERS.get(key)
+        if encoders is None:  # models load at first use, not under this lock
+            encoders = QueryEncoders(
+                DenseEncoder(settings.embedding, settings.root),
+                SparseEncoder(settings.embedding, settings.root),
+                ClipEncoder(settings.images) if settings.images.clip_model else None,
+            )
+            _ENCODERS[key] = encoders
+        return encoders
+
+
 class Retriever:
     """Embeds a query, searches, fuses and reranks; models are loaded once and reused."""
 
@@ -207,10 +244,12 @@ class Retriever:
         self.settings = settings
         self.store = store
         self.reranker = reranker
-        self.dense = DenseEncoder(settings.embedding, settings.home)
-        self.sparse = SparseEncoder(settings.embedding, settings.home)
-        # Pictures are searched by CLIP's text tower too, when they have CLIP vectors.
-        self.clip = ClipEncoder(settings.images) if settings.images.clip_model else None
+        self.encoders = query_encoders(settings)
+        self.dense, self.sparse, self.clip = (
+            self.encoders.dense,
+            self.encoders.sparse,
+            self.encoders.clip,
+        )
         self._dense_languages = dense_model_languages(settings.embedding)
 
     def retrieve(

@@ -212,6 +212,8 @@ def dense_model_languages(settings: EmbeddingSettings) -> tuple[str, ...] | None
 
 
 def models_folder(home: Path) -> Path:
+    """Where models are kept, under the installation's home (``Settings.root``): its
+    workspaces share them."""
     return home / "models"
 
 

@@ -47,7 +47,7 @@ class VectorModels:
 
 def vector_sizes(settings: Settings) -> tuple[int, int | None]:
     """(text vector size, image vector size or None) of the configured models."""
-    return dense_model_dim(settings.embedding, settings.home), clip_dim(settings.images)
+    return dense_model_dim(settings.embedding, settings.root), clip_dim(settings.images)
 
 
 def points_from_cache(

@@ -100,11 +100,11 @@ class Indexer:
 
     @cached_property
     def dense(self) -> DenseEncoder:
-        return DenseEncoder(self.settings.embedding, self.settings.home)
+        return DenseEncoder(self.settings.embedding, self.settings.root)
 
     @cached_property
     def sparse(self) -> SparseEncoder:
-        return SparseEncoder(self.settings.embedding, self.settings.home)
+        return SparseEncoder(self.settings.embedding, self.settings.root)
 
     @cached_property
     def clip(self) -> ClipEncoder:

@@ -1,3 +1,5 @@
+"""Workspaces and sign-in on the real server: over HTTP, through gradio_client and in Chromium."""
+
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,6 +12,7 @@ from rag_pipeline.cli import main
 from rag_pipeline.config import AccessSettings, UserSettings, load_settings
 from rag_pipeline.ids import DEFAULT_WORKSPACE
 from rag_pipeline.workspaces import create_workspace, find_workspace
+from rag_pipeline_tests.serving.conftest import CHROMIUM, chromium
 from serving.access import AccessError, User, add_user, check_binding
 from serving.server import BackgroundServer
 from serving.workspaces import NotAllowed, ServedWorkspaces
@@ -113,3 +116,104 @@ def test_an_upload_is_checked_written_whole_and_indexed_in_its_workspace(tmp_pat
             assert catalog.documents(live.name)["uploads/note.md"].state == "indexed"
     finally:
         workspaces.close()
+
+
+def _answer_text(chat: list[dict[str, object]]) -> str:
+    content = chat[-1]["content"]
+    if isinstance(content, str):
+        return content
+    return "".join(str(part.get("text", "")) for part in content)  # type: ignore[union-attr]
+
+
+def test_the_gradio_client_with_a_token_answers_only_within_its_workspaces(
+    two_teams: tuple[str, dict[str, str]],
+) -> None:
+    from gradio_client import Client
+    from gradio_client.exceptions import AppError
+
+    url, tokens = two_teams
+    client = Client(
+        url + "/", headers={"Authorization": f"Bearer {tokens['alice']}"}, verbose=False
+    )
+    try:
+        chat, *_ = client.predict(
+            "What is in the quokka inventory?", "client-b", [], [], [], [], "", "", api_name="/ask"
+        )
+        assert "quokka" in _answer_text(chat).lower()
+        with pytest.raises(AppError, match="no workspace 'default' for alice"):
+            client.predict("zebrafish protocol", "default", [], [], [], [], "", "", api_name="/ask")
+        with pytest.raises(AppError, match="no workspace"):
+            client.predict("default", api_name="/sources")
+    finally:
+        client.close()
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (.ci/run installs it)")
+def test_in_a_browser_each_user_sees_and_searches_only_their_workspaces(
+    two_teams: tuple[str, dict[str, str]],
+) -> None:
+    url, _ = two_teams
+    with chromium() as browser:
+        for user, own, other in (("alice", "quokka", "zebrafish"), ("bob", "zebrafish", "quokka")):
+            session = browser.new_context(
+                http_credentials={"username": user, "password": f"{user}-password"}
+            )
+            page = session.new_page()
+            page.goto(url + "/")
+            page.locator("#workspace input").click()
+            options = page.locator("ul[role='listbox'] li")
+            options.first.wait_for(timeout=30_000)
+            shown = {"alice": ["Client B"], "bob": ["Default"]}[user]
+            assert [o.split("\n")[-1].strip() for o in options.all_inner_texts()] == shown
+            page.keyboard.press("Escape")
+            question = page.locator("#question textarea")
+            question.fill(f"Which {own}?")
+            question.press("Enter")
+            evidence = page.locator("#evidence a.citation").first
+            evidence.wait_for(timeout=60_000)
+            assert other not in page.locator("#evidence").inner_text()
+            page.get_by_role("tab", name="Workspaces").click()
+            cards = page.locator("#workspace-cards .card")
+            cards.first.wait_for(timeout=30_000)
+            assert cards.count() == 1 and cards.first.inner_text().startswith(shown[0])
+            session.close()
+
+
+@pytest.fixture
+def uploading(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A served home whose default workspace takes uploads of at most 20 KB: (url, home)."""
+    home = tmp_path / "home"
+    settings = load_settings(home, serving={"max_upload_mb": 0.02})
+    with BackgroundServer(settings) as server:
+        yield server.url, home
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (.ci/run installs it)")
+def test_in_a_browser_an_upload_is_indexed_found_and_a_too_large_one_refused(
+    uploading: tuple[str, Path], tmp_path: Path
+) -> None:
+    url, home = uploading
+    note, big = tmp_path / "pelicans.md", tmp_path / "huge.md"
+    note.write_text("# Pelicans\n\nPelicans scoop fish into their throat pouch.\n", "utf-8")
+    big.write_text("# Huge\n\n" + "word " * 10_000, "utf-8")
+    with chromium() as browser:
+        page = browser.new_page()
+        page.goto(url + "/")
+        page.get_by_text("Sources", exact=True).click()
+        page.locator("#upload input[type=file]").set_input_files(str(big))
+        error = page.locator(".toast-body").filter(has_text="huge.md")
+        error.wait_for(timeout=30_000)  # Gradio's own check, from serving.max_upload_mb
+        assert "exceed the maximum allowed size of 20.5 Kb" in error.inner_text()
+
+        page.locator("#upload input[type=file]").set_input_files(str(note))
+        state = page.locator("#sources [data-doc='uploads/pelicans.md']")
+        state.filter(has_text="indexed").wait_for(timeout=300_000)  # shown by the page itself
+        assert state.locator("a.download").get_attribute("href").startswith("/api/file?")
+        assert (home / "uploads" / "pelicans.md").read_text("utf-8") == note.read_text("utf-8")
+        assert not (home / "uploads" / "huge.md").exists()
+
+        question = page.locator("#question textarea")
+        question.fill("What do pelicans scoop?")
+        question.press("Enter")
+        page.locator("#evidence a.citation").first.wait_for(timeout=60_000)
+        assert "pelicans.md" in page.locator("#evidence").inner_text()

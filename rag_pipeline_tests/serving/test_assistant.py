@@ -1,13 +1,16 @@
 """The service behind the page: retrieval, cited answers, conversations, traces, search API."""
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from rag_pipeline.config import Settings
+from rag_pipeline.config import Settings, load_settings
 from rag_pipeline.store.schema import QueryFilter
+from rag_pipeline.workspaces import create_workspace
+from serving.answer import ExtractiveAnswerer
 from serving.assistant import Assistant
-from serving.retrieval import QueryError
+from serving.retrieval import QueryError, query_encoders
 
 OWNER = "local"
 
@@ -84,3 +87,16 @@ def test_too_long_questions_and_searches_and_too_many_results_are_refused(
         assistant.search_documents(too_long, owner=OWNER)
     with pytest.raises(QueryError, match="at most 100 passages"):
         assistant.search_documents("owls", k=101, owner=OWNER)
+
+
+def test_workspaces_with_the_same_models_share_one_copy_of_the_query_models(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    settings = load_settings(home)
+    other = create_workspace(settings, "Other").settings
+    shared = query_encoders(settings)
+    assert query_encoders(other) is shared
+    assert ExtractiveAnswerer(other).terms is shared.sparse
+    own_model = load_settings(home, embedding={"dense_model": "BAAI/bge-small-en-v1.5"})
+    assert query_encoders(own_model).dense is not shared.dense
