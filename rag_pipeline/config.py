@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -180,6 +181,44 @@ class ImageSettings(BaseModel):
         "bullets, rules) are skipped.",
     )
     batch_size: int = Field(16, ge=1, description="Images in one CLIP or caption model call.")
+
+
+RedactionDetector = Literal["email", "phone", "cn_id", "card", "iban", "ip"]
+
+
+class RedactionSettings(BaseModel):
+    """Sensitive values replaced in each document's text between parsing and chunking."""
+
+    enabled: bool = False
+    detectors: list[RedactionDetector] = Field(
+        default_factory=lambda: ["email", "phone", "cn_id", "card", "iban", "ip"],
+        description="Built-in detectors, each validating what it finds (check digits, Luhn, "
+        "mod 97, address ranges).",
+    )
+    patterns: dict[str, str] = Field(
+        default_factory=dict,
+        description="Custom detectors: a name (its mask reads [NAME]) and a regular expression.",
+    )
+    mode: Literal["mask", "hash"] = Field(
+        "mask",
+        description="mask: [EMAIL]; hash: [EMAIL:1f0c9a2e], equal values giving equal hashes "
+        "(keyed by <home>/redaction.key, so they cannot be guessed back).",
+    )
+    serve_originals: bool = Field(
+        False, description="Serve original files while redaction is on (they hold the values)."
+    )
+
+    @field_validator("patterns")
+    @classmethod
+    def _compiles(cls, patterns: dict[str, str]) -> dict[str, str]:
+        for name, pattern in patterns.items():
+            if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name):
+                raise ValueError(f"redaction pattern name {name!r}: letters, digits and _ only")
+            try:
+                re.compile(pattern)
+            except re.error as error:
+                raise ValueError(f"redaction pattern {name!r}: {error}") from error
+        return patterns
 
 
 class StoreSettings(BaseModel):
@@ -359,6 +398,7 @@ class Settings(BaseSettings):
     indexing: IndexingSettings = IndexingSettings()
     parsing: ParsingSettings = ParsingSettings()
     chunking: ChunkingSettings = ChunkingSettings()
+    redaction: RedactionSettings = RedactionSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
     images: ImageSettings = ImageSettings()
     store: StoreSettings = StoreSettings()

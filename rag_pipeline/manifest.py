@@ -85,6 +85,8 @@ def pipeline_version(settings: Settings, file_type: str) -> str:
         "sparse": settings.embedding.sparse_model_id,
         "schema": SCHEMA_VERSION,
     }
+    if settings.redaction.enabled:  # what it replaces is part of what the chunks say
+        described["redaction"] = settings.redaction.model_dump(exclude={"serve_originals"})
     if images.clip_model:
         # The collection's layout: another image vector size rebuilds the collection.
         described["image_dim"] = clip_dim(images)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from rag_pipeline.catalog import CHUNK_SCHEMA
 from rag_pipeline.files import write_atomically
 from rag_pipeline.manifest import SourceFile
 from rag_pipeline.parsing import Element, ParsedDocument, ParseError, TextBox
+from rag_pipeline.redaction import Redactor
 
 Action = Literal["index", "unchanged", "delete"]
 
@@ -264,11 +266,18 @@ def element_from_row(row: dict[str, Any]) -> Element:
     )
 
 
-def write_parsed_stage(home: Path, doc_id: str, parsed: ParsedDocument) -> dict[str, Any]:
+def write_parsed_stage(
+    home: Path, redactor: Redactor | None, doc_id: str, parsed: ParsedDocument
+) -> dict[str, Any]:
     """A parser worker's handler (``parsing.pool``): write the parsed stage file of ``doc_id``,
-    for the version its task names, there in the worker; return what it wrote."""
+    for the version its task names, there in the worker, its sensitive values replaced first
+    when ``redactor`` is given; return what it wrote (and how many values of each kind)."""
     stages = StageFiles(home)
     task = stages.read_task(doc_id)
     if task is None or task.version is None:
         raise ParseError("not planned: materialize file_manifest first")
-    return stages.write_parsed(doc_id, task.version, parsed, None)
+    if redactor is None:
+        return stages.write_parsed(doc_id, task.version, parsed, None)
+    redacted: Counter[str] = Counter()
+    written = stages.write_parsed(doc_id, task.version, redactor.document(parsed, redacted), None)
+    return written | {"redacted": dict(sorted(redacted.items()))}

@@ -122,6 +122,13 @@ def api_routes(workspaces: ServedWorkspaces) -> APIRouter:
     @router.get("/api/file")
     def original_file(request: Request, doc_id: str, workspace: WorkspaceId = None) -> FileResponse:
         assistant, _ = asked(request, workspace)
+        redaction = assistant.settings.redaction
+        if redaction.enabled and not redaction.serve_originals:
+            raise HTTPException(
+                status_code=403,
+                detail="original files hold what redaction removes: not served while redaction "
+                "is on (redaction.serve_originals)",
+            )
         try:
             record, path = source_file(assistant.settings, assistant.catalog, doc_id)
         except PreviewError as error:

@@ -18,6 +18,7 @@ from typing import Any
 from rag_pipeline import ids
 from rag_pipeline.catalog import Catalog, DocumentRecord
 from rag_pipeline.config import Settings
+from rag_pipeline.redaction import MASK, Redactor
 from rag_pipeline.store.schema import is_picture
 
 HIGHLIGHT = (1.0, 0.78, 0.0)  # amber, visible on white and on scans
@@ -74,12 +75,14 @@ def preview(settings: Settings, catalog: Catalog, chunk_id: str, *, dpi: int = 1
     context = passage_in_context(rows, position)
     page = row["page_start"]
     boxes = [box for box in row["bboxes"] if box["page"] == page]
+    redactor = Redactor.of(settings)
+    hidden = redacted_boxes(catalog, row["doc_id"], page) if redactor else []
     png: bytes | None = None
     if record.file_type == "pdf" and page is not None:
-        png = render_page(path, page, boxes, dpi=dpi)
+        png = render_page(path, page, boxes, dpi=dpi, redactor=redactor, hidden=hidden)
     elif record.file_type == "image":
         # The picture itself needs no frame around all of it; words read in it do.
-        png = render_picture(path, [] if is_picture(row) else boxes)
+        png = render_picture(path, [] if is_picture(row) else boxes, hidden=hidden)
     elif is_picture(row):
         png = picture_file(settings, row).read_bytes()
     return Preview(row["doc_id"], chunk_id, page, png, context)
@@ -94,8 +97,33 @@ def picture_file(settings: Settings, row: dict[str, Any]) -> Path:
     return path
 
 
-def render_picture(path: Path, boxes: list[dict[str, float]], *, most_side: int = 1400) -> bytes:
-    """PNG of an image file with ``boxes`` (its own pixels) highlighted, scaled to fit."""
+def redacted_boxes(catalog: Catalog, doc_id: str, page: int | None) -> list[dict[str, float]]:
+    """The boxes, on ``page``, of the chunks whose text had a value redacted: what a preview
+    blacks out where the page has no text of its own to search (a scan, a picture read by
+    OCR). Coarse, whole chunks, since a chunk keeps its lines' boxes but not where in them
+    each word was."""
+    live = catalog.live_collection()
+    if live is None:
+        return []
+    page = page or 1
+    return [
+        box
+        for row in catalog.page_chunks(live.name, doc_id, page)
+        if MASK.search(row["text"])
+        for box in row["bboxes"]
+        if box["page"] == page
+    ]
+
+
+def render_picture(
+    path: Path,
+    boxes: list[dict[str, float]],
+    *,
+    hidden: list[dict[str, float]] = (),  # type: ignore[assignment]
+    most_side: int = 1400,
+) -> bytes:
+    """PNG of an image file with ``boxes`` (its own pixels) highlighted and ``hidden`` blacked
+    out, scaled to fit."""
     from PIL import Image, ImageDraw, UnidentifiedImageError
 
     try:
@@ -109,6 +137,8 @@ def render_picture(path: Path, boxes: list[dict[str, float]], *, most_side: int 
     for box in boxes:
         rectangle = (box["x0"] - 2, box["y0"] - 2, box["x1"] + 2, box["y1"] + 2)
         draw.rectangle(rectangle, fill=(*amber, 77), outline=(*amber, 255), width=2)
+    for box in hidden:
+        draw.rectangle((box["x0"], box["y0"], box["x1"], box["y1"]), fill=(0, 0, 0, 255))
     shown = Image.alpha_composite(picture.convert("RGBA"), overlay).convert("RGB")
     shown.thumbnail((most_side, most_side))
     encoded = io.BytesIO()
@@ -116,13 +146,37 @@ def render_picture(path: Path, boxes: list[dict[str, float]], *, most_side: int 
     return encoded.getvalue()
 
 
-def render_page(path: Path, page_number: int, boxes: list[dict[str, float]], *, dpi: int) -> bytes:
-    """PNG of a PDF page (1-based) with ``boxes`` (PDF points, top-left origin) highlighted."""
+def render_page(
+    path: Path,
+    page_number: int,
+    boxes: list[dict[str, float]],
+    *,
+    dpi: int,
+    redactor: Redactor | None = None,
+    hidden: list[dict[str, float]] = (),  # type: ignore[assignment]
+) -> bytes:
+    """PNG of a PDF page (1-based) with ``boxes`` (PDF points, top-left origin) highlighted.
+
+    With a ``redactor``, every value it finds in the page's text is blacked out where the page
+    draws it; on a page without text (a scan), the ``hidden`` boxes are.
+    """
     import pymupdf
 
     try:
         with pymupdf.open(path) as document:
             page = document[page_number - 1]
+            if redactor is not None:
+                text = page.get_text()
+                found = redactor.find(text)
+                rectangles = [
+                    rect for f in found for rect in page.search_for(text[f.start : f.end])
+                ]
+                if not text.strip():  # a scan: its words were read by OCR
+                    rectangles += [pymupdf.Rect(b["x0"], b["y0"], b["x1"], b["y1"]) for b in hidden]
+                for rectangle in rectangles:
+                    page.add_redact_annot(rectangle, fill=(0, 0, 0))
+                # Removes the text under them, and draws black there.
+                page.apply_redactions(images=pymupdf.PDF_REDACT_IMAGE_PIXELS)
             for box in boxes:
                 page.draw_rect(
                     pymupdf.Rect(box["x0"] - 2, box["y0"] - 2, box["x1"] + 2, box["y1"] + 2),

@@ -200,6 +200,15 @@ class Catalog:
         window = [chunk_from_sql(row) for row in rows]
         return window, next(i for i, row in enumerate(window) if row["chunk_id"] == chunk_id)
 
+    def page_chunks(self, collection: str, doc_id: str, page: int) -> list[dict[str, Any]]:
+        """The chunks of a document that lie on ``page`` (wholly or in part)."""
+        rows = self.database.rows(
+            f"SELECT {_CHUNK_COLUMNS} FROM chunks WHERE collection = ? AND doc_id = ? "
+            "AND page_start <= ? AND COALESCE(page_end, page_start) >= ? ORDER BY chunk_index",
+            (collection, doc_id, page, page),
+        )
+        return [chunk_from_sql(row) for row in rows]
+
     def expected_points(self, collection: str) -> int:
         """How many points the collection should hold: the indexed versions' chunks."""
         rows = self.database.rows(

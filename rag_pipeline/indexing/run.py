@@ -47,6 +47,7 @@ from rag_pipeline.indexing.points import VectorModels
 from rag_pipeline.manifest import SourceFile, describe_file, needs_indexing
 from rag_pipeline.parsing import ParseOptions
 from rag_pipeline.parsing.pool import parse_in_workers, start_parser_server
+from rag_pipeline.redaction import Redactor
 from rag_pipeline.stages import DocumentTask, StageFiles, StageMeta, write_parsed_stage
 from rag_pipeline.store import VectorStore, open_vector_store
 from rag_pipeline.store.schema import is_picture
@@ -197,7 +198,9 @@ class Indexer:
             timeout_seconds=limits.timeout_seconds,
             options=parse_options(self.settings),
             # The workers write the stage files: a document's text never crosses a pipe.
-            handler=functools.partial(write_parsed_stage, self.settings.home),
+            handler=functools.partial(
+                write_parsed_stage, self.settings.home, Redactor.of(self.settings)
+            ),
         )
         progress = _progress("parsing", "documents")
         loading = self._load_models_in_background() if jobs else None
