@@ -82,6 +82,18 @@ def _parser() -> argparse.ArgumentParser:
     status = command("status", _status, "Show every document's state.")
     status.add_argument("--json", action="store_true", help="print JSON")
 
+    for state, verb, text in (
+        ("archived", "archive", "Take a document (or one chunk) out of search, as outdated."),
+        ("rejected", "reject", "Take a document (or one chunk) out of search, as wrong."),
+        ("active", "activate", "Put an archived or rejected document (or chunk) back."),
+    ):
+        governed = command(verb, _availability, f"{text} At once; kept across re-indexing.")
+        governed.add_argument("doc_id", metavar="DOC_ID", help="as `status` lists it")
+        governed.add_argument(
+            "--chunk", type=int, metavar="N", help="only the chunk at this index (`query --json`)"
+        )
+        governed.set_defaults(state=state)
+
     sources = command("sources", _sources, "List, add or remove watched folders.")
     sources.add_argument("action", choices=["list", "add", "remove"], nargs="?", default="list")
     sources.add_argument("folders", nargs="*", type=Path, metavar="DIR")
@@ -312,6 +324,7 @@ def _sources(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
+    from rag_pipeline.availability import availability_by_document
     from rag_pipeline.catalog import Catalog
 
     settings = _settings(args)
@@ -321,10 +334,12 @@ def _status(args: argparse.Namespace) -> int:
         building = next((c for c in collections if c.state == "building"), None)
         records = list(catalog.documents(live.name).values()) if live else []
         built = catalog.documents(building.name) if building else {}
+        availability = availability_by_document(catalog)
     rows = [
         {
             "doc_id": record.doc_id,
             "state": record.state,
+            "availability": availability.get(record.doc_id),
             "chunks": record.chunks,
             "version": record.version,
             "indexed_version": record.indexed_version,
@@ -348,6 +363,8 @@ def _status(args: argparse.Namespace) -> int:
             detail += f" (version {row['indexed_version']} is still searchable)"
         if row["reindex_reason"]:
             detail += f" (to be indexed again: {row['reindex_reason']})"
+        if row["availability"]:
+            detail += f" [{row['availability']}]"
         print(f"{row['doc_id']:<{width}}  {row['state']:<7}  {row['version']}  {detail}")
     indexed = sum(row["state"] == "indexed" for row in rows)
     print(f"{indexed} indexed, {len(rows) - indexed} failed")
@@ -357,6 +374,23 @@ def _status(args: argparse.Namespace) -> int:
             f"a collection for new models is being built ({done} of {len(rows)} documents so "
             "far); searches use the current one until it is complete"
         )
+    return 0
+
+
+def _availability(args: argparse.Namespace) -> int:
+    import getpass
+
+    from rag_pipeline.availability import AvailabilityError, set_availability
+    from rag_pipeline.defs.observations import observe_availability
+
+    settings = _settings(args)
+    try:
+        record = set_availability(settings, args.doc_id, args.state, getpass.getuser(), args.chunk)
+    except AvailabilityError as error:
+        raise UserError(str(error)) from error
+    observe_availability(settings, record)
+    what = args.doc_id if args.chunk is None else f"chunk {args.chunk} of {args.doc_id}"
+    print(f"{what}: {record.state} ({'searchable' if not record.offline else 'out of search'})")
     return 0
 
 

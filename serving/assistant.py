@@ -22,7 +22,7 @@ from serving.history import History
 from serving.preview import PreviewError, picture_file
 from serving.replica import RefreshLoop, RefreshReport, open_serving_store
 from serving.rerank import load_reranker
-from serving.retrieval import Candidate, QueryError, Retrieval, Retriever
+from serving.retrieval import Candidate, OnlineOnly, QueryError, Retrieval, Retriever
 
 if TYPE_CHECKING:
     from PIL.Image import Image
@@ -90,7 +90,7 @@ class Assistant:
         """A retriever with the models of the collection that answers."""
         live = self.store.collection
         settings = self.settings.with_vector_models(live.models) if live else self.settings
-        return Retriever(settings, self.store, self._reranker)
+        return Retriever(settings, OnlineOnly(self.store, self.catalog), self._reranker)
 
     def refresh(self) -> RefreshReport:
         """Take in what indexing runs changed; follow a collection of new models going live."""

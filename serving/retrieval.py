@@ -8,6 +8,7 @@ weights) works the same on both backends, and so that a trace keeps each ranking
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import threading
 import time
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rag_pipeline import ids
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import RetrievalSettings, Settings
 from rag_pipeline.embedding import DenseEncoder, SparseEncoder
@@ -69,9 +71,11 @@ class Candidate:
     def as_hit(self) -> dict[str, Any]:
         """What ``rag-pipeline query --json`` prints per hit."""
         payload = self.payload
+        chunk_id = payload.get("chunk_id", "")
         return {
             "doc_id": payload.get("doc_id", ""),
-            "chunk_id": payload.get("chunk_id", ""),
+            "chunk_id": chunk_id,
+            "chunk_index": ids.parse_chunk_id(chunk_id)[2] if chunk_id else None,
             "file_path": payload.get("file_path", ""),
             "page": payload.get("page"),
             "bbox": payload.get("bbox"),
@@ -92,6 +96,46 @@ class Retrieval:
     reranker: str | None  # the reranker's name, or None when the fused order stands
     timings_ms: dict[str, float] = field(default_factory=dict)
     pictures: list[Candidate] = field(default_factory=list)  # nearest by CLIP's text tower
+
+
+class OnlineOnly:
+    """A store searched without what operators took out of search (archived or rejected
+    documents and chunks, read from the catalog at each search: effective at once)."""
+
+    def __init__(self, store: SearchableStore, catalog: Catalog) -> None:
+        self.store = store
+        self.catalog = catalog
+
+    def nearest(
+        self,
+        dense: np.ndarray,
+        sparse: tuple[np.ndarray, np.ndarray],
+        *,
+        limit: int,
+        query_filter: QueryFilter | None = None,
+        image: np.ndarray | None = None,
+    ) -> NearestHits:
+        return self.store.nearest(
+            dense, sparse, limit=limit, query_filter=self._online(query_filter), image=image
+        )
+
+    def nearest_pictures(
+        self, image: np.ndarray, *, limit: int, query_filter: QueryFilter | None = None
+    ) -> list[Hit]:
+        return self.store.nearest_pictures(
+            image, limit=limit, query_filter=self._online(query_filter)
+        )
+
+    def _online(self, query_filter: QueryFilter | None) -> QueryFilter | None:
+        live = self.catalog.live_collection()
+        documents, chunks = self.catalog.offline(live.name) if live else ([], [])
+        if not documents and not chunks:
+            return query_filter
+        return dataclasses.replace(
+            query_filter or QueryFilter(),
+            offline_doc_ids=tuple(documents),
+            offline_point_ids=tuple(ids.point_id(chunk_id) for chunk_id in chunks),
+        )
 
 
 class CommittedOnly:
@@ -403,7 +447,8 @@ def live_index(
             )
         store = open_vector_store(settings, live.name, wait_seconds=wait_seconds)
         try:
-            yield settings.with_vector_models(live.models), CommittedOnly(store, catalog, live.name)
+            committed = CommittedOnly(store, catalog, live.name)
+            yield settings.with_vector_models(live.models), OnlineOnly(committed, catalog)
         finally:
             store.close()
 

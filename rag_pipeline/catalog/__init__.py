@@ -3,9 +3,19 @@
 from rag_pipeline.catalog.catalog import Catalog
 from rag_pipeline.catalog.records import (
     CHUNK_SCHEMA,
+    Availability,
+    AvailabilityRecord,
     CollectionRecord,
     DocumentRecord,
     DocumentState,
 )
 
-__all__ = ["CHUNK_SCHEMA", "Catalog", "CollectionRecord", "DocumentRecord", "DocumentState"]
+__all__ = [
+    "CHUNK_SCHEMA",
+    "Availability",
+    "AvailabilityRecord",
+    "Catalog",
+    "CollectionRecord",
+    "DocumentRecord",
+    "DocumentState",
+]

@@ -22,6 +22,8 @@ from rag_pipeline.catalog.database import Executor, open_database
 from rag_pipeline.catalog.records import (
     CHUNK_FIELDS,
     DOCUMENT_FIELDS,
+    Availability,
+    AvailabilityRecord,
     CollectionRecord,
     DocumentRecord,
     chunk_from_sql,
@@ -208,6 +210,44 @@ class Catalog:
             (collection, doc_id, page, page),
         )
         return [chunk_from_sql(row) for row in rows]
+
+    def set_availability(
+        self, doc_id: str, state: Availability, changed_by: str, text_hash: str = ""
+    ) -> AvailabilityRecord:
+        """Take a document (or the chunk whose text has ``text_hash``) out of search, or put it
+        back; who did it and when are kept."""
+        record = AvailabilityRecord(doc_id, text_hash, state, changed_by, time.time())
+        with self.database.transaction() as executor:
+            executor.execute(
+                "INSERT INTO availability (doc_id, text_hash, state, changed_by, changed_at) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (doc_id, text_hash) DO UPDATE SET "
+                "state = excluded.state, changed_by = excluded.changed_by, "
+                "changed_at = excluded.changed_at",
+                (doc_id, text_hash, state, changed_by, record.changed_at),
+            )
+        return record
+
+    def availability(self) -> list[AvailabilityRecord]:
+        """Every document and chunk whose availability was ever set, by document."""
+        rows = self.database.rows(
+            "SELECT doc_id, text_hash, state, changed_by, changed_at FROM availability "
+            "ORDER BY doc_id, text_hash"
+        )
+        return [AvailabilityRecord(*row) for row in rows]
+
+    def offline(self, collection: str) -> tuple[list[str], list[str]]:
+        """What search must leave out now: the offline documents, and the chunk ids of the
+        offline chunks of the live versions."""
+        documents = self.database.rows(
+            "SELECT doc_id FROM availability WHERE text_hash = '' AND state <> 'active'"
+        )
+        chunks = self.database.rows(
+            "SELECT c.chunk_id FROM availability a JOIN chunks c ON c.collection = ? "
+            "AND c.doc_id = a.doc_id AND c.text_hash = a.text_hash "
+            "WHERE a.text_hash <> '' AND a.state <> 'active'",
+            (collection,),
+        )
+        return [row[0] for row in documents], [row[0] for row in chunks]
 
     def expected_points(self, collection: str) -> int:
         """How many points the collection should hold: the indexed versions' chunks."""

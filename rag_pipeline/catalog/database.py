@@ -74,6 +74,16 @@ _TABLES = (
         ON chunks (collection, doc_id, chunk_index)""",
     # Documents whose points in a collection may differ from what the catalog names live there
     # (a write under way, or interrupted): their other versions' points are deleted on repair.
+    # Documents and chunks operators took out of search (archived, rejected) or put back;
+    # text_hash is '' for a whole document.
+    """CREATE TABLE IF NOT EXISTS availability (
+        doc_id TEXT NOT NULL,
+        text_hash TEXT NOT NULL,
+        state TEXT NOT NULL,
+        changed_by TEXT NOT NULL,
+        changed_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (doc_id, text_hash)
+    )""",
     """CREATE TABLE IF NOT EXISTS store_repairs (
         collection TEXT NOT NULL,
         doc_id TEXT NOT NULL,

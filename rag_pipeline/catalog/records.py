@@ -15,6 +15,27 @@ import pyarrow as pa
 
 DocumentState = Literal["indexed", "failed"]
 CollectionState = Literal["live", "building", "retired"]
+Availability = Literal["active", "archived", "rejected"]
+
+
+@dataclass(frozen=True, slots=True)
+class AvailabilityRecord:
+    """Whether operators let a document, or one chunk of it, be found.
+
+    Not tied to a version or a collection: it outlives re-indexing and a change of models. A
+    chunk is named by the hash of its text, so a rejected chunk whose text changes is another
+    chunk, and comes back.
+    """
+
+    doc_id: str
+    text_hash: str  # "" for the whole document
+    state: Availability
+    changed_by: str
+    changed_at: float
+
+    @property
+    def offline(self) -> bool:
+        return self.state != "active"
 
 
 @dataclass(frozen=True, slots=True)

@@ -287,7 +287,7 @@ def _vectors(point: IndexPoint, sparse_type: type) -> dict[str, Any]:
 
 
 def _edge_filter(query_filter: QueryFilter | None) -> Filter | None:
-    from qdrant_edge import FieldCondition, Filter, MatchAny, RangeFloat
+    from qdrant_edge import FieldCondition, Filter, HasIdCondition, MatchAny, RangeFloat
 
     if query_filter is None or query_filter.is_empty():
         return None
@@ -297,4 +297,11 @@ def _edge_filter(query_filter: QueryFilter | None) -> Filter | None:
     ]
     if (dates := query_filter.mtime_range()) is not None:
         must.append(FieldCondition("mtime", range=RangeFloat(gte=dates[0], lte=dates[1])))
-    return Filter(must=must)
+    must_not: list[FieldCondition | HasIdCondition] = []
+    if query_filter.offline_doc_ids:
+        must_not.append(
+            FieldCondition("doc_id", match=MatchAny(list(query_filter.offline_doc_ids)))
+        )
+    if query_filter.offline_point_ids:
+        must_not.append(HasIdCondition(set(query_filter.offline_point_ids)))
+    return Filter(must=must, must_not=must_not or None)

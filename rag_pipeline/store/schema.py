@@ -85,6 +85,9 @@ class QueryFilter:
     file_types: tuple[str, ...] = ()
     modified_after: float | None = None  # file modification time, seconds since the epoch
     modified_before: float | None = None
+    # What operators took out of search (``rag-pipeline archive|reject``): never returned.
+    offline_doc_ids: tuple[str, ...] = ()
+    offline_point_ids: tuple[str, ...] = ()
 
     def conditions(self) -> dict[str, tuple[str, ...]]:
         """payload field → accepted values, for the fields that restrict."""
@@ -103,7 +106,12 @@ class QueryFilter:
         return self.modified_after, self.modified_before
 
     def is_empty(self) -> bool:
-        return not self.conditions() and self.mtime_range() is None
+        return (
+            not self.conditions()
+            and self.mtime_range() is None
+            and not self.offline_doc_ids
+            and not self.offline_point_ids
+        )
 
     def describe(self) -> dict[str, Any]:
         """The restrictions in force, for traces and for telling the user what was searched."""
@@ -112,6 +120,11 @@ class QueryFilter:
             described["modified_after"] = self.modified_after
         if self.modified_before is not None:
             described["modified_before"] = self.modified_before
+        if self.offline_doc_ids or self.offline_point_ids:
+            described["offline"] = {
+                "documents": len(self.offline_doc_ids),
+                "chunks": len(self.offline_point_ids),
+            }
         return described
 
 

@@ -273,4 +273,10 @@ def _filter(query_filter: QueryFilter | None) -> models.Filter | None:
         must.append(
             models.FieldCondition(key="mtime", range=models.Range(gte=dates[0], lte=dates[1]))
         )
-    return models.Filter(must=must)
+    must_not: list[models.Condition] = []
+    if query_filter.offline_doc_ids:
+        offline = models.MatchAny(any=list(query_filter.offline_doc_ids))
+        must_not.append(models.FieldCondition(key="doc_id", match=offline))
+    if query_filter.offline_point_ids:
+        must_not.append(models.HasIdCondition(has_id=list(query_filter.offline_point_ids)))
+    return models.Filter(must=must, must_not=must_not or None)

@@ -1,0 +1,152 @@
+"""Documents and chunks taken out of search (archive, reject) and put back (activate): at once
+in the CLI query, the search API and the page's search, kept across re-indexing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+from dagster import AssetKey
+
+from rag_pipeline.catalog import Catalog
+from rag_pipeline.config import load_settings
+from rag_pipeline.defs.instance import get_instance
+from rag_pipeline.ids import partition_key
+from rag_pipeline_tests.conftest import Cli
+from serving.assistant import Assistant
+from serving.server import BackgroundServer
+
+OTTERS = "# Otters\n\nSea otters hold hands while they sleep so they do not drift apart.\n"
+# Two sections too long to share a chunk (256 tokens), so each is a chunk of its own.
+_DAMS = "Beavers build dams of branches and mud across streams. " + " ".join(
+    f"Dam number {n} raised the pond by {n} centimetres in spring." for n in range(1, 16)
+)
+_LODGES = "A beaver lodge has an underwater entrance that keeps predators out. " + " ".join(
+    f"Lodge number {n} sheltered {n} kits through the winter." for n in range(1, 16)
+)
+BEAVERS = f"# Beavers\n\n{_DAMS}\n\n## Lodges\n\n{_LODGES}\n"
+
+
+@pytest.fixture(params=["embedded", "server"])
+def indexed(
+    cli: Cli,
+    home: Path,
+    source: Path,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Path:
+    """A home with two documents indexed, in the embedded store or through the server path
+    (qdrant-client's local mode)."""
+    if request.param == "server":
+        monkeypatch.setenv("RAG_PIPELINE_STORE__CLIENT_PATH", str(tmp_path / "qdrant-server"))
+    (source / "otters.md").write_text(OTTERS, "utf-8")
+    (source / "beavers.md").write_text(BEAVERS, "utf-8")
+    assert cli("index", "--home", home, "--source", source).code == 0
+    return home
+
+
+def _found(cli: Cli, home: Path, text: str) -> list[tuple[str, str]]:
+    hits = cli("query", text, "--home", home, "--json").json()
+    return [(hit["doc_id"], hit["text"]) for hit in hits]
+
+
+def _documents(cli: Cli, home: Path, text: str) -> set[str]:
+    return {doc_id for doc_id, _ in _found(cli, home, text)}
+
+
+def test_an_archived_document_leaves_search_at_once_and_comes_back_when_activated(
+    cli: Cli, indexed: Path, source: Path
+) -> None:
+    home = indexed
+    assert "docs/otters.md" in _documents(cli, home, "otters sleep holding hands")
+    archived = cli("archive", "docs/otters.md", "--home", home)
+    assert archived.code == 0 and "archived (out of search)" in archived.out
+    assert "docs/otters.md" not in _documents(cli, home, "otters sleep holding hands")
+    status = {row["doc_id"]: row for row in cli("status", "--home", home, "--json").json()}
+    assert status["docs/otters.md"]["availability"].startswith("archived by ")
+    assert status["docs/beavers.md"]["availability"] is None
+
+    # Kept across a run that changes nothing and across a change of the file.
+    assert "unchanged 2" in cli("index", "--home", home).out
+    assert "docs/otters.md" not in _documents(cli, home, "otters sleep holding hands")
+    (source / "otters.md").write_text(OTTERS + "\nThey keep a favourite stone.\n", "utf-8")
+    assert "changed 1" in cli("index", "--home", home).out
+    assert "docs/otters.md" not in _documents(cli, home, "otters favourite stone")
+
+    assert cli("activate", "docs/otters.md", "--home", home).code == 0
+    assert "docs/otters.md" in _documents(cli, home, "otters favourite stone")
+    assert cli("archive", "docs/nothing.md", "--home", home).code == 2
+
+
+def test_a_rejected_chunk_leaves_search_until_its_text_changes(
+    cli: Cli, indexed: Path, source: Path
+) -> None:
+    home = indexed
+    hits = cli("query", "beaver lodge underwater entrance", "--home", home, "--json").json()
+    lodge = next(hit for hit in hits if "underwater entrance" in hit["text"])
+    assert (
+        cli("reject", "docs/beavers.md", "--chunk", lodge["chunk_index"], "--home", home).code == 0
+    )
+    texts = [text for _, text in _found(cli, home, "beaver lodge underwater entrance")]
+    assert not [text for text in texts if "underwater entrance" in text]
+    assert [text for text in texts if "dams of branches" in text]  # the rest of it stays
+    status = {row["doc_id"]: row for row in cli("status", "--home", home, "--json").json()}
+    assert status["docs/beavers.md"]["availability"] == "1 chunk offline"
+
+    # Another paragraph changes: the rejected chunk's text is the same, it stays out.
+    (source / "beavers.md").write_text(BEAVERS.replace("mud", "mud and stones"), "utf-8")
+    assert "changed 1" in cli("index", "--home", home).out
+    texts = [text for _, text in _found(cli, home, "beaver lodge underwater entrance")]
+    assert not [text for text in texts if "underwater entrance" in text]
+    # Its own text changes: another chunk, searchable.
+    (source / "beavers.md").write_text(BEAVERS.replace("predators", "wolves"), "utf-8")
+    assert "changed 1" in cli("index", "--home", home).out
+    texts = [text for _, text in _found(cli, home, "beaver lodge underwater entrance")]
+    assert [text for text in texts if "keeps wolves out" in text]
+
+
+def test_the_page_and_the_search_api_leave_offline_documents_out_at_once(
+    cli: Cli, indexed: Path
+) -> None:
+    settings = load_settings(indexed)
+    with BackgroundServer(settings) as server:
+
+        def api(query: str) -> list[str]:
+            found = httpx.get(f"{server.url}/api/search", params={"q": query}, timeout=60)
+            assert found.status_code == 200
+            return [document["id"] for document in found.json()]
+
+        assert "docs/otters.md" in api("otters sleep holding hands")
+        assert cli("reject", "docs/otters.md", "--home", indexed).code == 0
+        assert "docs/otters.md" not in api("otters sleep holding hands")
+        assert cli("activate", "docs/otters.md", "--home", indexed).code == 0
+        assert "docs/otters.md" in api("otters sleep holding hands")
+    assistant = Assistant(settings)
+    try:
+        assert cli("archive", "docs/otters.md", "--home", indexed).code == 0
+        passages = assistant.search("otters sleep holding hands", owner="local").passages
+        assert all(p.payload["doc_id"] != "docs/otters.md" for p in passages)
+    finally:
+        assistant.close()
+
+
+def test_each_change_is_kept_with_who_and_when_and_shown_in_dagster(
+    cli: Cli, indexed: Path
+) -> None:
+    assert cli("archive", "docs/otters.md", "--home", indexed).code == 0
+    assert cli("activate", "docs/otters.md", "--home", indexed).code == 0
+    settings = load_settings(indexed)
+    with Catalog(settings) as catalog:
+        [record] = catalog.availability()
+    assert (record.doc_id, record.state, record.text_hash) == ("docs/otters.md", "active", "")
+    assert record.changed_by and record.changed_at > 0
+    with get_instance(settings) as instance:
+        events = instance.fetch_observations(AssetKey("qdrant_points"), limit=10).records
+    shown = [
+        {k: v.value for k, v in e.asset_observation.metadata.items()}
+        for e in events
+        if e.partition_key == partition_key(settings.workspace, "docs/otters.md")
+    ]
+    assert [entry["availability"] for entry in shown] == ["active", "archived"]
