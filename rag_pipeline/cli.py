@@ -159,6 +159,14 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="add: a workspace the user may use (repeatable; '*': all)",
     )
+    user.add_argument(
+        "--govern",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="add: a workspace where the user may archive, reject and activate documents "
+        "and passages on the page (repeatable; '*': all)",
+    )
     passwords = user.add_mutually_exclusive_group()
     passwords.add_argument(
         "--password-stdin", action="store_true", help="add: read the password from stdin"
@@ -480,11 +488,14 @@ def _user(args: argparse.Namespace) -> int:
         raise UserError(f"user {args.action} needs a name")
     try:
         if args.action == "add":
-            grants = [
-                "*" if grant == "*" else find_workspace(settings, grant).id for grant in args.grants
-            ]
-            token = add_user(settings.root, args.name, _new_password(args), grants)
+            grants, govern = (
+                ["*" if grant == "*" else find_workspace(settings, grant).id for grant in named]
+                for named in (args.grants, args.govern)
+            )
+            token = add_user(settings.root, args.name, _new_password(args), grants, govern)
             print(f"{args.name} may use: {', '.join(grants) or 'no workspace yet'}")
+            if govern:
+                print(f"and govern: {', '.join(govern)}")
             print(f"search API token (shown once): {token}")
             return 0
         if args.action == "remove":

@@ -355,9 +355,17 @@ class UserSettings(BaseModel):
     workspaces: list[str] = Field(
         default_factory=list, description="Workspace ids the user may use; ['*']: all."
     )
+    govern: list[str] = Field(
+        default_factory=list,
+        description="Workspace ids where the user may take documents and chunks out of search "
+        "and put them back; ['*']: all.",
+    )
 
     def may_use(self, workspace: str) -> bool:
         return "*" in self.workspaces or workspace in self.workspaces
+
+    def may_govern(self, workspace: str) -> bool:
+        return self.may_use(workspace) and ("*" in self.govern or workspace in self.govern)
 
 
 class AccessSettings(BaseModel):

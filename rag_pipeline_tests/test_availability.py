@@ -10,12 +10,15 @@ import pytest
 from dagster import AssetKey
 
 from rag_pipeline.catalog import Catalog
-from rag_pipeline.config import load_settings
+from rag_pipeline.config import UserSettings, load_settings
 from rag_pipeline.defs.instance import get_instance
 from rag_pipeline.ids import partition_key
 from rag_pipeline_tests.conftest import Cli
+from rag_pipeline_tests.serving.conftest import CHROMIUM, chromium
+from serving.access import User
 from serving.assistant import Assistant
 from serving.server import BackgroundServer
+from serving.workspaces import NotAllowed, ServedWorkspaces
 
 OTTERS = "# Otters\n\nSea otters hold hands while they sleep so they do not drift apart.\n"
 # Two sections too long to share a chunk (256 tokens), so each is a chunk of its own.
@@ -150,3 +153,54 @@ def test_each_change_is_kept_with_who_and_when_and_shown_in_dagster(
         if e.partition_key == partition_key(settings.workspace, "docs/otters.md")
     ]
     assert [entry["availability"] for entry in shown] == ["active", "archived"]
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (.ci/run installs it)")
+def test_in_a_browser_a_governor_archives_a_cited_document_and_puts_it_back(
+    cli: Cli, home: Path, source: Path
+) -> None:
+    (source / "otters.md").write_text(OTTERS, "utf-8")
+    assert cli("index", "--home", home, "--source", source).code == 0
+    settings = load_settings(home)
+    with BackgroundServer(settings) as server, chromium() as browser:
+        page = browser.new_page()
+        page.goto(server.url + "/")
+
+        def ask() -> None:
+            question = page.locator("#question textarea")
+            question.fill("Why do otters hold hands?")
+            question.press("Enter")
+
+        ask()
+        page.locator("#evidence a.citation").first.click(timeout=60_000)
+        page.locator("#archive").click(timeout=30_000)
+        page.locator(".toast-body").filter(has_text="archived").wait_for(timeout=30_000)
+        found = httpx.get(f"{server.url}/api/search", params={"q": "otters hold hands"})
+        assert "docs/otters.md" not in [document["id"] for document in found.json()]
+        status = {row["doc_id"]: row for row in cli("status", "--home", home, "--json").json()}
+        assert status["docs/otters.md"]["availability"] == "archived by local"
+
+        page.locator("#put-back").click()
+        page.locator(".toast-body").filter(has_text="back in search").wait_for(timeout=30_000)
+        found = httpx.get(f"{server.url}/api/search", params={"q": "otters hold hands"})
+        assert "docs/otters.md" in [document["id"] for document in found.json()]
+
+
+def test_only_users_granted_governance_may_take_documents_out_of_search(
+    cli: Cli, indexed: Path
+) -> None:
+    chunk = cli("query", "otters", "--home", indexed, "--json").json()[0]["chunk_id"]
+    workspaces = ServedWorkspaces(load_settings(indexed))
+    reader = User("reader", UserSettings(workspaces=["*"]))
+    editor = User("editor", UserSettings(workspaces=["default"], govern=["default"]))
+    try:
+        with pytest.raises(NotAllowed, match="may not take documents out of search"):
+            workspaces.set_availability(reader, "default", chunk, "archived", whole=True)
+        record = workspaces.set_availability(editor, "default", chunk, "rejected", whole=False)
+        assert (record.state, record.changed_by, bool(record.text_hash)) == (
+            "rejected",
+            "editor",
+            True,
+        )
+    finally:
+        workspaces.close()

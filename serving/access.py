@@ -56,6 +56,9 @@ class User:
     def may_use(self, workspace: str) -> bool:
         return self.grants is None or self.grants.may_use(workspace)
 
+    def may_govern(self, workspace: str) -> bool:
+        return self.grants is None or self.grants.may_govern(workspace)
+
 
 LOCAL_USER = User("local", None)
 
@@ -99,7 +102,13 @@ def check_binding(host: str, access: AccessSettings) -> None:
 # -- users in the installation's settings --------------------------------------------------------
 
 
-def add_user(root: Path, name: str, password: str | None, workspaces: list[str]) -> str:
+def add_user(
+    root: Path,
+    name: str,
+    password: str | None,
+    workspaces: list[str],
+    govern: list[str] | None = None,
+) -> str:
     """Add or replace a user; returns their new bearer token (shown once, stored hashed)."""
     if not name or any(character in name for character in ":\r\n"):
         raise AccessError("a user name must be non-empty, without ':' or line breaks")
@@ -108,6 +117,7 @@ def add_user(root: Path, name: str, password: str | None, workspaces: list[str])
         password_hash=hash_password(password) if password else None,
         token_hash=token_hash(token),
         workspaces=workspaces,
+        govern=govern or [],
     )
     _update_users(root, lambda users: users | {name: user.model_dump()})
     return token

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from rag_pipeline.catalog import Catalog
+from rag_pipeline.availability import AvailabilityError
+from rag_pipeline.catalog import Availability, Catalog
 from rag_pipeline.store.schema import QueryFilter
 from rag_pipeline.workspaces import Workspace, WorkspaceError
 from serving.access import User
@@ -164,6 +165,17 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
                     elem_id="preview-image",
                 )
                 shown_text = gr.HTML("", elem_id="preview-text", elem_classes="preview")
+                shown_chunk = gr.State(None)  # the chunk id of the passage shown
+                # For users who may govern the workspace: take it out of search, or put it back.
+                with gr.Row(visible=False) as governing:
+                    archive_document = gr.Button("Archive document", size="sm", elem_id="archive")
+                    reject_document = gr.Button(
+                        "Reject document", size="sm", variant="stop", elem_id="reject"
+                    )
+                    reject_passage = gr.Button(
+                        "Reject passage", size="sm", variant="stop", elem_id="reject-passage"
+                    )
+                    put_back = gr.Button("Put back", size="sm", elem_id="put-back")
         with gr.Tab("Traces"):
             refresh_traces = gr.Button("Show the last queries", size="sm")
             traces = gr.JSON(label="Traces, newest first")
@@ -267,19 +279,53 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
 
         def show_citation(
             workspace_id: str | None, event: gr.SelectData, request: gr.Request
-        ) -> tuple[Any, str]:
-            return show_chunk(serving(request, workspace_id)[0], workspace_id, str(event.value))
+        ) -> tuple[Any, ...]:
+            return show_chunk(request, workspace_id, str(event.value))
 
         def show_picture(
             chunk_ids: list[str],
             workspace_id: str | None,
             event: gr.SelectData,
             request: gr.Request,
-        ) -> tuple[Any, str]:
-            assistant = serving(request, workspace_id)[0]
-            return show_chunk(assistant, workspace_id, chunk_ids[event.index])
+        ) -> tuple[Any, ...]:
+            return show_chunk(request, workspace_id, chunk_ids[event.index])
 
         def show_chunk(
+            request: gr.Request, workspace_id: str | None, chunk_id: str
+        ) -> tuple[Any, ...]:
+            """The passage's preview, its chunk id, and the governing buttons for those who
+            may use them."""
+            assistant, _ = serving(request, workspace_id)
+            governs = gr.Row(visible=signed_in(request).may_govern(assistant.settings.workspace))
+            image, caption = _preview_of(assistant, workspace_id, chunk_id)
+            return image, caption, chunk_id, governs
+
+        def govern(
+            state: Availability,
+            whole: bool,
+            chunk_id: str | None,
+            workspace_id: str | None,
+            request: gr.Request,
+        ) -> None:
+            if not chunk_id:
+                raise gr.Error("Open a cited passage first.")
+            user = signed_in(request)
+            scopes = [True, False] if state == "active" else [whole]  # put back: both
+            try:
+                for scope in scopes:
+                    workspaces.set_availability(
+                        user, workspace_id or "", chunk_id, state, whole=scope
+                    )
+            except (NotAllowed, AvailabilityError) as error:
+                raise gr.Error(str(error)) from error
+            what = "the document" if whole or state == "active" else "the passage"
+            gr.Info(
+                f"{what.capitalize()} is back in search."
+                if state == "active"
+                else f"{what.capitalize()} is {state}: out of search now."
+            )
+
+        def _preview_of(
             assistant: Assistant, workspace_id: str | None, chunk_id: str
         ) -> tuple[Any, str]:
             try:
@@ -403,11 +449,9 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
             [evidence, gallery, shown_pictures],
             api_name="similar_pictures",
         )
+        shown_outputs = [shown_page, shown_text, shown_chunk, governing]
         gallery.select(
-            show_picture,
-            [shown_pictures, workspace],
-            [shown_page, shown_text],
-            api_visibility="private",
+            show_picture, [shown_pictures, workspace], shown_outputs, api_visibility="private"
         )
         conversations.input(
             open_conversation,
@@ -426,9 +470,19 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
             [chat, conversation, evidence, conversations],
             api_name="delete",
         )
-        evidence.select(
-            show_citation, workspace, [shown_page, shown_text], api_visibility="private"
-        )
+        evidence.select(show_citation, workspace, shown_outputs, api_visibility="private")
+        for button, state, whole in (
+            (archive_document, "archived", True),
+            (reject_document, "rejected", True),
+            (reject_passage, "rejected", False),
+            (put_back, "active", True),
+        ):
+            button.click(
+                _governing(govern, state, whole),
+                [shown_chunk, workspace],
+                None,
+                api_visibility="private",
+            )
         refresh_traces.click(show_traces, workspace, traces, api_name="traces")
         uploads.upload(
             upload, [uploads, workspace], [uploads, sources, indexing_progress], api_name="upload"
@@ -456,6 +510,15 @@ def _bound(manage: Any, action: str) -> Any:
 
     def handler(name: str, workspace_id: str | None, sort_by: str, request: gr.Request) -> Any:
         return manage(action, name, workspace_id, sort_by, request)
+
+    return handler
+
+
+def _governing(govern: Any, state: Availability, whole: bool) -> Any:
+    """``govern`` for one button, with the request Gradio passes to handlers that ask for it."""
+
+    def handler(chunk_id: str | None, workspace_id: str | None, request: gr.Request) -> None:
+        govern(state, whole, chunk_id, workspace_id, request)
 
     return handler
 

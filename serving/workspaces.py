@@ -16,6 +16,9 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
+from rag_pipeline import ids
+from rag_pipeline.availability import AvailabilityError, set_availability
+from rag_pipeline.catalog import Availability, AvailabilityRecord, Catalog
 from rag_pipeline.config import Settings
 from rag_pipeline.ids import DEFAULT_WORKSPACE
 from rag_pipeline.parsing import format_of
@@ -130,6 +133,28 @@ class ServedWorkspaces:
     def _require_manager(self, user: User) -> None:
         if not self.may_manage(user):
             raise NotAllowed(f"{user.name} may not create, rename or delete workspaces")
+
+    # -- what search may find --------------------------------------------------------------
+
+    def set_availability(
+        self, user: User, workspace_id: str, chunk_id: str, state: Availability, *, whole: bool
+    ) -> AvailabilityRecord:
+        """Take the document of a cited chunk (``whole``) or the chunk itself out of search, or
+        put it back, for a user who may govern the workspace."""
+        workspace = self.workspace(user, workspace_id)
+        if not user.may_govern(workspace.id):
+            raise NotAllowed(f"{user.name} may not take documents out of search here")
+        try:
+            doc_id, version, index = ids.parse_chunk_id(chunk_id)
+        except ValueError as error:
+            raise AvailabilityError(str(error)) from error
+        with Catalog(workspace.settings) as catalog:
+            live = catalog.live_collection()
+            record = catalog.document(live.name, doc_id) if live else None
+        if record is None or record.indexed_version != version:
+            raise AvailabilityError(f"{doc_id} changed since this answer: search again")
+        chunk = None if whole else index
+        return set_availability(workspace.settings, doc_id, state, user.name, chunk)
 
     # -- uploads -----------------------------------------------------------------------------
 
