@@ -95,10 +95,16 @@ def sparse_method(retriever: Retriever) -> str:
     return "splade" if retriever.settings.embedding.splade_model else "bm25"
 
 
+FRESHNESS_DAYS = 365.0  # the half-life the freshness row uses when none is configured
+
+
 def configured_method(retriever: Retriever) -> str:
     """The method the chat page uses."""
-    fusion = retriever.settings.retrieval.fusion
-    return f"hybrid {fusion}" + (" + rerank" if retriever.reranker else "")
+    config = retriever.settings.retrieval
+    if retriever.reranker:
+        return f"hybrid {config.fusion} + rerank"
+    freshness = " + freshness" if config.freshness_half_life_days is not None else ""
+    return f"hybrid {config.fusion}{freshness}"
 
 
 def rank_every_method(
@@ -112,8 +118,10 @@ def rank_every_method(
 
     One search of ``depth`` chunks per ranking serves every method: ``dense`` and ``bm25`` (or
     ``splade``) alone; ``hybrid <fusion>`` for each fusion, on the first ``retrieval.prefetch``
-    of both rankings as the page fuses them; ``hybrid <fusion> + rerank`` for the configured
-    fusion when a reranker is configured. A blank query retrieves nothing (it scores zero).
+    of both rankings as the page fuses them, without freshness; ``hybrid <fusion> +
+    freshness`` for the configured fusion with freshness as configured (else a half-life of
+    ``FRESHNESS_DAYS``); ``hybrid <fusion> + rerank`` (freshness as configured) when a
+    reranker is configured. A blank query retrieves nothing (it scores zero).
     """
     config = retriever.settings.retrieval
     sparse_name = sparse_method(retriever)
@@ -136,11 +144,17 @@ def rank_every_method(
             nearest.dense[: config.prefetch], nearest.sparse[: config.prefetch]
         )
         for fusion in FUSIONS:
-            variant = config.model_copy(update={"fusion": fusion})
+            variant = config.model_copy(update={"fusion": fusion, "freshness_half_life_days": None})
             fused, _ = retriever.rank(
                 text, prefetched, keep=config.top_k, fusion=variant, rerank=False
             )
             record(f"hybrid {fusion}", query_id, units_of(fused))
+        half_life = config.freshness_half_life_days or FRESHNESS_DAYS
+        fresh = config.model_copy(update={"freshness_half_life_days": half_life})
+        freshened, _ = retriever.rank(
+            text, prefetched, keep=config.top_k, fusion=fresh, rerank=False
+        )
+        record(f"hybrid {config.fusion} + freshness", query_id, units_of(freshened))
         if retriever.reranker is not None:
             reranked, _ = retriever.rank(text, prefetched, keep=config.top_k)
             record(f"hybrid {config.fusion} + rerank", query_id, units_of(reranked))

@@ -285,6 +285,16 @@ class RetrievalSettings(BaseModel):
         "was not trained on (embedding.dense_languages): such a ranking is mostly noise, and "
         "fusing it in would pull good keyword results down.",
     )
+    freshness_half_life_days: float | None = Field(
+        None,
+        gt=0,
+        description="Favour recent documents: each passage's score gains freshness_weight × "
+        "0.5^(age / half-life), its age counted from its document's date (a year in its title "
+        "or file name, as a filing's period, else the file's modification time). Unset: off.",
+    )
+    freshness_weight: float = Field(
+        0.1, ge=0, description="What a document dated today adds to a passage's score."
+    )
     rerank_candidates: int = Field(50, ge=1, description="Fused candidates the reranker sees.")
     top_k: int = Field(8, ge=1, description="Passages an answer is built from.")
     min_score: float | None = Field(

@@ -191,6 +191,7 @@ class History:
                 "image_score": candidate.image_score,
                 "fused_score": candidate.fused_score,
                 "rerank_score": candidate.rerank_score,
+                "freshness_score": candidate.freshness_score,
             }
             for candidate in retrieval.candidates
         ]

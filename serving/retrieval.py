@@ -9,6 +9,7 @@ weights) works the same on both backends, and so that a trace keeps each ranking
 from __future__ import annotations
 
 import dataclasses
+import re
 import statistics
 import threading
 import time
@@ -16,6 +17,8 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -58,11 +61,14 @@ class Candidate:
     image_score: float | None = None
     fused_score: float = 0.0
     rerank_score: float | None = None
+    freshness_score: float | None = None  # weight × 0.5^(age / half-life), when configured
 
     @property
     def score(self) -> float:
-        """The score that orders the final passages: the reranker's, else the fused one."""
-        return self.rerank_score if self.rerank_score is not None else self.fused_score
+        """The score that orders the final passages: the reranker's, else the fused one, plus
+        the freshness score."""
+        base = self.rerank_score if self.rerank_score is not None else self.fused_score
+        return base + (self.freshness_score or 0.0)
 
     @property
     def text(self) -> str:
@@ -399,6 +405,12 @@ class Retriever:
             for candidate, score in zip(pool, scores, strict=True):
                 candidate.rerank_score = float(score)
             candidates = sorted(pool, key=lambda candidate: -candidate.score) + candidates[depth:]
+        else:
+            depth = 0  # nothing reranked: one scale for all
+        if config.freshness_half_life_days is not None:
+            candidates = _freshened(
+                candidates, config.freshness_half_life_days, config.freshness_weight, reranked=depth
+            )
         passages = [
             candidate
             for candidate in candidates[:keep]
@@ -412,6 +424,38 @@ class Retriever:
         if self._dense_languages is None or detect_language(query) in self._dense_languages:
             return config
         return config.model_copy(update={"dense_weight": config.foreign_dense_weight})
+
+
+_YEAR = re.compile(r"(?<!\d)(19[5-9]\d|20\d\d)(?!\d)")
+
+
+def document_date(payload: dict[str, Any]) -> float | None:
+    """When a passage's document is dated, in seconds since the epoch: the end of the latest
+    year its title or file name names (a report's period), else its file's modification
+    time."""
+    named = [payload.get("title") or "", Path(payload.get("file_path") or "").name]
+    years = [int(year) for text in named for year in _YEAR.findall(text)]
+    if years:
+        return datetime(max(years), 12, 31, tzinfo=UTC).timestamp()
+    return payload.get("mtime")
+
+
+def _freshened(
+    candidates: list[Candidate], half_life_days: float, weight: float, *, reranked: int
+) -> list[Candidate]:
+    """The candidates with their freshness scores, each part (the reranked first ``reranked``,
+    then the rest, whose scores are on another scale) ordered again."""
+    now = time.time()
+    for candidate in candidates:
+        dated = document_date(candidate.payload)
+        age_days = max(now - dated, 0.0) / 86_400 if dated is not None else None
+        decay = 0.5 ** (age_days / half_life_days) if age_days is not None else 0.0
+        candidate.freshness_score = weight * decay
+
+    def ordered(part: list[Candidate]) -> list[Candidate]:
+        return sorted(part, key=lambda candidate: -candidate.score)
+
+    return ordered(candidates[:reranked]) + ordered(candidates[reranked:])
 
 
 def _normalised(query: str) -> str:

@@ -1,5 +1,6 @@
 """Fusion of the dense and sparse rankings, by hand-computed cases."""
 
+import time
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,40 @@ def test_equal_fused_scores_keep_the_order_of_the_ranking_that_weighs_more() -> 
     keywords = fuse(clipped, RetrievalSettings(fusion="dbsf", dense_weight=0.0))
     assert keywords[0].fused_score == keywords[1].fused_score == 1.0  # both clipped
     assert [c.point_id for c in keywords[:2]] == ["y", "x"]
+
+
+def test_freshness_is_off_by_default_and_when_on_favours_the_more_recent_report(
+    tmp_path: Path,
+) -> None:
+    def report(point_id: str, score: float, file_name: str, mtime: float) -> Hit:
+        payload = {"text": point_id, "file_path": f"/docs/{file_name}", "mtime": mtime}
+        return Hit(point_id, score, payload)
+
+    now = time.time()
+    nearest = NearestHits(
+        dense=[
+            report("old", 0.81, "ACME_2019_10K.pdf", now),  # its period, not its mtime, counts
+            report("new", 0.80, "ACME_2024_10K.pdf", now - 5 * 365 * 86_400),
+            report("undated", 0.79, "notes.md", now - 2 * 86_400),
+        ],
+        sparse=[],
+    )
+    # Reciprocal ranks: scores close enough for freshness to decide.
+    off = Retriever(load_settings(tmp_path, retrieval={"fusion": "rrf"}), store=None)  # type: ignore[arg-type]
+    ranked, _ = off.rank("acme revenue", nearest, keep=3)
+    assert [c.point_id for c in ranked] == ["old", "new", "undated"]
+    assert all(c.freshness_score is None for c in ranked)
+
+    on = Retriever(
+        load_settings(
+            tmp_path,
+            retrieval={"fusion": "rrf", "freshness_half_life_days": 365, "freshness_weight": 0.5},
+        ),
+        store=None,  # type: ignore[arg-type]
+    )
+    ranked, _ = on.rank("acme revenue", nearest, keep=3)
+    assert [c.point_id for c in ranked] == ["undated", "new", "old"]  # by mtime, two days old
+    scores = {c.point_id: c.freshness_score for c in ranked}
+    assert scores["undated"] == pytest.approx(0.5, abs=0.01)
+    assert scores["new"] > scores["old"] > 0
+    assert ranked[0].score == pytest.approx(ranked[0].fused_score + scores["undated"])
