@@ -505,7 +505,8 @@ def _user(args: argparse.Namespace) -> int:
     except (AccessError, WorkspaceError) as error:
         raise UserError(str(error)) from error
     for name, grants in settings.access.users.items():
-        print(f"{name:<20}  {', '.join(grants.workspaces) or '-'}")
+        governs = f"  (governs {', '.join(grants.govern)})" if grants.govern else ""
+        print(f"{name:<20}  {', '.join(grants.workspaces) or '-'}{governs}")
     return 0
 
 
