@@ -7,7 +7,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from dagster import AssetKey
+from dagster import AssetKey, AssetRecordsFilter
 
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import UserSettings, load_settings
@@ -153,6 +153,24 @@ def test_each_change_is_kept_with_who_and_when_and_shown_in_dagster(
         if e.partition_key == partition_key(settings.workspace, "docs/otters.md")
     ]
     assert [entry["availability"] for entry in shown] == ["active", "archived"]
+
+
+def test_a_run_records_a_documents_availability_in_its_materialization(
+    cli: Cli, indexed: Path, source: Path
+) -> None:
+    assert cli("reject", "docs/otters.md", "--home", indexed).code == 0
+    (source / "otters.md").write_text(OTTERS + "\nThey groom their fur for hours.\n", "utf-8")
+    assert "changed 1" in cli("index", "--home", indexed).out
+    settings = load_settings(indexed)
+    with get_instance(settings) as instance:
+        [latest] = instance.fetch_materializations(
+            AssetRecordsFilter(
+                asset_key=AssetKey("qdrant_points"),
+                asset_partitions=[partition_key(settings.workspace, "docs/otters.md")],
+            ),
+            limit=1,
+        ).records
+    assert latest.asset_materialization.metadata["availability"].value.startswith("rejected by")
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (.ci/run installs it)")

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from rag_pipeline.availability import availability_by_document
 from rag_pipeline.catalog import Catalog, DocumentRecord
 from rag_pipeline.config import Settings
 from rag_pipeline.faults import fault_point
@@ -99,6 +100,7 @@ def write_points(indexer: Indexer, doc_ids: Iterable[str]) -> dict[str, Metadata
             opened={collection: indexer.store},
         )
 
+    offline = availability_by_document(catalog)  # what operators took out of search
     for doc_id, task in tasks.items():
         if task is None or task.action == "delete":
             continue
@@ -108,6 +110,8 @@ def write_points(indexer: Indexer, doc_ids: Iterable[str]) -> dict[str, Metadata
             entry["points"] = record.chunks if record.state == "indexed" else 0
             if record.error:
                 entry["error"] = record.error
+        if doc_id in offline:
+            entry["availability"] = offline[doc_id]
         report[doc_id] = entry
     finish_collections(settings, catalog)
     return report
