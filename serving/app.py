@@ -297,7 +297,7 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
             may use them."""
             assistant, _ = serving(request, workspace_id)
             governs = gr.Row(visible=signed_in(request).may_govern(assistant.settings.workspace))
-            image, caption = _preview_of(assistant, workspace_id, chunk_id)
+            image, caption = previewed(assistant, workspace_id, chunk_id)
             return image, caption, chunk_id, governs
 
         def govern(
@@ -325,7 +325,7 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
                 else f"{what.capitalize()} is {state}: out of search now."
             )
 
-        def _preview_of(
+        def previewed(
             assistant: Assistant, workspace_id: str | None, chunk_id: str
         ) -> tuple[Any, str]:
             try:

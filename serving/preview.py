@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import io
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -119,7 +120,7 @@ def render_picture(
     path: Path,
     boxes: list[dict[str, float]],
     *,
-    hidden: list[dict[str, float]] = (),  # type: ignore[assignment]
+    hidden: Sequence[dict[str, float]] = (),
     most_side: int = 1400,
 ) -> bytes:
     """PNG of an image file with ``boxes`` (its own pixels) highlighted and ``hidden`` blacked
@@ -153,7 +154,7 @@ def render_page(
     *,
     dpi: int,
     redactor: Redactor | None = None,
-    hidden: list[dict[str, float]] = (),  # type: ignore[assignment]
+    hidden: Sequence[dict[str, float]] = (),
 ) -> bytes:
     """PNG of a PDF page (1-based) with ``boxes`` (PDF points, top-left origin) highlighted.
 
