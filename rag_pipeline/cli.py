@@ -389,14 +389,12 @@ def _availability(args: argparse.Namespace) -> int:
     import getpass
 
     from rag_pipeline.availability import AvailabilityError, set_availability
-    from rag_pipeline.defs.observations import observe_availability
 
     settings = _settings(args)
     try:
         record = set_availability(settings, args.doc_id, args.state, getpass.getuser(), args.chunk)
     except AvailabilityError as error:
         raise UserError(str(error)) from error
-    observe_availability(settings, record)
     what = args.doc_id if args.chunk is None else f"chunk {args.chunk} of {args.doc_id}"
     print(f"{what}: {record.state} ({'searchable' if not record.offline else 'out of search'})")
     return 0

@@ -3,6 +3,8 @@ in the CLI query, the search API and the page's search, kept across re-indexing.
 
 from __future__ import annotations
 
+import getpass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -59,6 +61,18 @@ def _documents(cli: Cli, home: Path, text: str) -> set[str]:
     return {doc_id for doc_id, _ in _found(cli, home, text)}
 
 
+LODGE = "beaver lodge underwater entrance"  # finds the chunk of BEAVERS on lodges
+
+
+def _lodge_found(cli: Cli, home: Path) -> bool:
+    return any("underwater entrance" in text for _, text in _found(cli, home, LODGE))
+
+
+def _lodge_chunk(cli: Cli, home: Path) -> int:
+    hits = cli("query", LODGE, "--home", home, "--json").json()
+    return next(hit["chunk_index"] for hit in hits if "underwater entrance" in hit["text"])
+
+
 def test_an_archived_document_leaves_search_at_once_and_comes_back_when_activated(
     cli: Cli, indexed: Path, source: Path
 ) -> None:
@@ -70,6 +84,11 @@ def test_an_archived_document_leaves_search_at_once_and_comes_back_when_activate
     status = {row["doc_id"]: row for row in cli("status", "--home", home, "--json").json()}
     assert status["docs/otters.md"]["availability"].startswith("archived by ")
     assert status["docs/beavers.md"]["availability"] is None
+    with Catalog(load_settings(home)) as catalog:
+        [record] = catalog.availability()
+    when = datetime.fromtimestamp(record.changed_at, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    shown = cli("status", "--home", home).out
+    assert f"[archived by {record.changed_by} on {when}]" in shown
 
     # Kept across a run that changes nothing and across a change of the file.
     assert "unchanged 2" in cli("index", "--home", home).out
@@ -87,12 +106,9 @@ def test_a_rejected_chunk_leaves_search_until_its_text_changes(
     cli: Cli, indexed: Path, source: Path
 ) -> None:
     home = indexed
-    hits = cli("query", "beaver lodge underwater entrance", "--home", home, "--json").json()
-    lodge = next(hit for hit in hits if "underwater entrance" in hit["text"])
-    assert (
-        cli("reject", "docs/beavers.md", "--chunk", lodge["chunk_index"], "--home", home).code == 0
-    )
-    texts = [text for _, text in _found(cli, home, "beaver lodge underwater entrance")]
+    lodge = _lodge_chunk(cli, home)
+    assert cli("reject", "docs/beavers.md", "--chunk", lodge, "--home", home).code == 0
+    texts = [text for _, text in _found(cli, home, LODGE)]
     assert not [text for text in texts if "underwater entrance" in text]
     assert [text for text in texts if "dams of branches" in text]  # the rest of it stays
     status = {row["doc_id"]: row for row in cli("status", "--home", home, "--json").json()}
@@ -101,13 +117,40 @@ def test_a_rejected_chunk_leaves_search_until_its_text_changes(
     # Another paragraph changes: the rejected chunk's text is the same, it stays out.
     (source / "beavers.md").write_text(BEAVERS.replace("mud", "mud and stones"), "utf-8")
     assert "changed 1" in cli("index", "--home", home).out
-    texts = [text for _, text in _found(cli, home, "beaver lodge underwater entrance")]
-    assert not [text for text in texts if "underwater entrance" in text]
+    assert not _lodge_found(cli, home)
     # Its own text changes: another chunk, searchable.
     (source / "beavers.md").write_text(BEAVERS.replace("predators", "wolves"), "utf-8")
     assert "changed 1" in cli("index", "--home", home).out
-    texts = [text for _, text in _found(cli, home, "beaver lodge underwater entrance")]
+    texts = [text for _, text in _found(cli, home, LODGE)]
     assert [text for text in texts if "keeps wolves out" in text]
+
+
+def test_a_rejected_chunk_stays_out_of_the_query_and_the_search_api_until_activated(
+    cli: Cli, indexed: Path
+) -> None:
+    home, settings = indexed, load_settings(indexed)
+    lodge = _lodge_chunk(cli, home)
+    with BackgroundServer(settings) as server:
+        assert _lodge_in_api(server.url)
+        assert cli("reject", "docs/beavers.md", "--chunk", lodge, "--home", home).code == 0
+        assert not _lodge_in_api(server.url)
+    # The query and a run open the store, which the server holds in qdrant-client's local
+    # mode: they run while it is stopped.
+    assert not _lodge_found(cli, home)
+    assert "unchanged 2" in cli("index", "--home", home).out
+    assert not _lodge_found(cli, home)
+    with BackgroundServer(settings) as server:
+        assert not _lodge_in_api(server.url)
+        assert cli("activate", "docs/beavers.md", "--chunk", lodge, "--home", home).code == 0
+        assert _lodge_in_api(server.url)
+    assert _lodge_found(cli, home)
+
+
+def _lodge_in_api(url: str) -> bool:
+    found = httpx.get(f"{url}/api/search", params={"q": LODGE}, timeout=60)
+    assert found.status_code == 200
+    chunks = [chunk for document in found.json() for chunk in document["chunks"]]
+    return any("underwater entrance" in chunk["content"] for chunk in chunks)
 
 
 def test_the_page_and_the_search_api_leave_offline_documents_out_at_once(
@@ -135,16 +178,23 @@ def test_the_page_and_the_search_api_leave_offline_documents_out_at_once(
         assistant.close()
 
 
-def test_each_change_is_kept_with_who_and_when_and_shown_in_dagster(
+def test_each_change_from_the_cli_or_the_page_is_kept_with_who_and_when_and_shown_in_dagster(
     cli: Cli, indexed: Path
 ) -> None:
+    hits = cli("query", "otters sleep holding hands", "--home", indexed, "--json").json()
+    chunk = next(hit["chunk_id"] for hit in hits if hit["doc_id"] == "docs/otters.md")
     assert cli("archive", "docs/otters.md", "--home", indexed).code == 0
-    assert cli("activate", "docs/otters.md", "--home", indexed).code == 0
     settings = load_settings(indexed)
+    workspaces = ServedWorkspaces(settings)  # what the page's "Put back" calls
+    editor = User("editor", UserSettings(workspaces=["default"], govern=["default"]))
+    try:
+        workspaces.set_availability(editor, "default", chunk, "active", whole=True)
+    finally:
+        workspaces.close()
     with Catalog(settings) as catalog:
         [record] = catalog.availability()
     assert (record.doc_id, record.state, record.text_hash) == ("docs/otters.md", "active", "")
-    assert record.changed_by and record.changed_at > 0
+    assert record.changed_by == "editor" and record.changed_at > 0
     with get_instance(settings) as instance:
         events = instance.fetch_observations(AssetKey("qdrant_points"), limit=10).records
     shown = [
@@ -152,7 +202,10 @@ def test_each_change_is_kept_with_who_and_when_and_shown_in_dagster(
         for e in events
         if e.partition_key == partition_key(settings.workspace, "docs/otters.md")
     ]
-    assert [entry["availability"] for entry in shown] == ["active", "archived"]
+    assert [(entry["availability"], entry["changed_by"]) for entry in shown] == [
+        ("active", "editor"),
+        ("archived", getpass.getuser()),
+    ]
 
 
 def test_a_run_records_a_documents_availability_in_its_materialization(
@@ -196,7 +249,7 @@ def test_in_a_browser_a_governor_archives_a_cited_document_and_puts_it_back(
         found = httpx.get(f"{server.url}/api/search", params={"q": "otters hold hands"})
         assert "docs/otters.md" not in [document["id"] for document in found.json()]
         status = {row["doc_id"]: row for row in cli("status", "--home", home, "--json").json()}
-        assert status["docs/otters.md"]["availability"] == "archived by local"
+        assert status["docs/otters.md"]["availability"].startswith("archived by local on ")
 
         page.locator("#put-back").click()
         page.locator(".toast-body").filter(has_text="back in search").wait_for(timeout=30_000)

@@ -14,13 +14,17 @@ import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_pipeline import ids
 from rag_pipeline.catalog import Catalog, DocumentRecord
 from rag_pipeline.config import Settings
+from rag_pipeline.parsing.lines import join_lines
 from rag_pipeline.redaction import MASK, Redactor
 from rag_pipeline.store.schema import is_picture
+
+if TYPE_CHECKING:
+    import pymupdf
 
 HIGHLIGHT = (1.0, 0.78, 0.0)  # amber, visible on white and on scans
 _CONTEXT_CHARS = 600
@@ -159,7 +163,8 @@ def render_page(
     """PNG of a PDF page (1-based) with ``boxes`` (PDF points, top-left origin) highlighted.
 
     With a ``redactor``, every value it finds in the page's text is blacked out where the page
-    draws it; on a page without text (a scan), the ``hidden`` boxes are.
+    draws it, wrapped over lines or not; on a page without text (a scan), the ``hidden`` boxes
+    are.
     """
     import pymupdf
 
@@ -167,12 +172,8 @@ def render_page(
         with pymupdf.open(path) as document:
             page = document[page_number - 1]
             if redactor is not None:
-                text = page.get_text()
-                found = redactor.find(text)
-                rectangles = [
-                    rect for f in found for rect in page.search_for(text[f.start : f.end])
-                ]
-                if not text.strip():  # a scan: its words were read by OCR
+                rectangles = _values_drawn(page, redactor)
+                if not page.get_text().strip():  # a scan: its words were read by OCR
                     rectangles += [pymupdf.Rect(b["x0"], b["y0"], b["x1"], b["y1"]) for b in hidden]
                 for rectangle in rectangles:
                     page.add_redact_annot(rectangle, fill=(0, 0, 0))
@@ -191,6 +192,32 @@ def render_page(
         raise PreviewError(
             f"cannot render page {page_number} of {path.name} (damaged, or changed since indexing)"
         ) from error
+
+
+def _values_drawn(page: pymupdf.Page, redactor: Redactor) -> list[pymupdf.Rect]:
+    """Where ``page`` draws the values ``redactor`` finds in it: a rectangle per line that
+    holds (part of) one.
+
+    Each block's lines are joined as the parser joins them (``join_lines``), so that a value
+    the page wraps onto the next line ("4111 1111" / "1111 1111") is found as it was in the
+    indexed text; each line's part of it is then searched for within that line's box only.
+    """
+    import pymupdf
+
+    flags = pymupdf.TEXT_PRESERVE_WHITESPACE | pymupdf.TEXT_MEDIABOX_CLIP  # as the parser reads
+    rectangles: list[pymupdf.Rect] = []
+    for block in page.get_text("dict", flags=flags)["blocks"]:
+        text, boxes = join_lines(
+            ("".join(span["text"] for span in line["spans"]), line["bbox"])
+            for line in block.get("lines", ())
+        )
+        for found in redactor.find(text):
+            for box in boxes:
+                start, end = max(found.start, box.start), min(found.end, box.end)
+                if start < end:
+                    clip = pymupdf.Rect(box.bbox)
+                    rectangles += page.search_for(text[start:end], clip=clip)
+    return rectangles
 
 
 def passage_in_context(rows: list[dict[str, Any]], position: int) -> str:
