@@ -6,7 +6,7 @@ import pytest
 
 from rag_pipeline import ids
 from rag_pipeline.catalog import Catalog
-from rag_pipeline.config import load_settings
+from rag_pipeline.config import Settings, load_settings
 from rag_pipeline.store import open_vector_store
 from rag_pipeline.workspaces import (
     WorkspaceError,
@@ -66,6 +66,23 @@ def _write(folder: Path, name: str, text: str) -> None:
     (folder / name).write_text(f"# {name}\n\n{text}\n", encoding="utf-8")
 
 
+def _indexed(settings: Settings) -> tuple[object, ...]:
+    """A workspace's catalog rows (collections, documents, chunks) and its points' count."""
+    with Catalog(settings) as catalog:
+        live = catalog.live_collection()
+        assert live is not None
+        rows = (
+            catalog.collections(),
+            catalog.documents(live.name),
+            [*catalog.chunk_rows(live.name)],
+        )
+    store = open_vector_store(settings, live.name)
+    try:
+        return (*rows, store.count())
+    finally:
+        store.close()
+
+
 @pytest.mark.parametrize("backend", ["embedded", "server"])
 def test_each_workspace_finds_only_its_own_documents_and_delete_removes_only_its_own(
     cli: Cli,
@@ -96,8 +113,12 @@ def test_each_workspace_finds_only_its_own_documents_and_delete_removes_only_its
         collection = catalog.live_collection()
     assert collection is not None and collection.name.startswith("rag_pipeline_client_b")
 
+    default = load_settings(home)
+    before = _indexed(default)
+    assert before[-1] > 0  # points to lose, were the delete not its own
     assert cli("workspace", "delete", "Client B", "--home", home).code == 2  # asks for --yes
     assert cli("workspace", "delete", "Client B", "--home", home, "--yes").code == 0
+    assert _indexed(default) == before
     assert not client_b.home.exists()
     if backend == "server":
         store = open_vector_store(client_b.settings, collection.name)

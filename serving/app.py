@@ -9,8 +9,8 @@ deleted; the last query traces are one tab away.
 
 Everything happens in the workspace chosen at the top, among those the signed-in user may use
 (``serving.workspaces``); files uploaded there go to its upload folder and are indexed at once.
-The workspaces tab lists them as cards; users granted every workspace create, rename and delete
-them there.
+The workspaces tab lists them as cards, each opening its workspace; users granted every workspace
+create workspaces there, and rename or delete each by its card.
 """
 
 from __future__ import annotations
@@ -183,14 +183,51 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
             order = gr.Radio(
                 ["name", "last opened"], value="name", label="Sort by", elem_id="card-order"
             )
-            cards = gr.HTML("", elem_id="workspace-cards")
+            listed = gr.State(0)  # counts the changes to the workspaces: each draws the cards anew
             with gr.Row():
                 new_name = gr.Textbox(label="Name", elem_id="workspace-name", scale=3)
                 create = gr.Button("New", size="sm", elem_id="create-workspace")
-                rename = gr.Button("Rename the open one", size="sm", elem_id="rename-workspace")
-                remove = gr.Button(
-                    "Delete the open one", size="sm", variant="stop", elem_id="delete-workspace"
-                )
+
+            @gr.render(inputs=[order, listed])
+            def show_cards(sort_by: str, _changes: int, request: gr.Request) -> None:
+                """A card per workspace the user may use, to open it; for users who may manage
+                workspaces, to rename or delete it too."""
+                user = signed_in(request)
+                manager = workspaces.may_manage(user)
+                with gr.Row(elem_id="workspace-cards", elem_classes="cards"):
+                    for card in _sorted(workspaces.visible(user), sort_by):
+                        # Keyed: a click landing while the cards are drawn anew still counts.
+                        with gr.Column(elem_classes="card", min_width=240, key=("card", card.id)):
+                            gr.HTML(_card_html(card), key=("facts", card.id))
+                            gr.Button("Open", size="sm", key=("open", card.id)).click(
+                                _returning(card.id),
+                                None,
+                                workspace,
+                                api_visibility="private",
+                                key=("open", card.id),
+                            )
+                            if not manager:
+                                continue
+                            name = gr.Textbox(
+                                card.name,
+                                label="New name",
+                                interactive=True,
+                                key=("name", card.id, card.name),
+                            )
+                            with gr.Row():
+                                for label, action in (("Rename", "rename"), ("Delete", "delete")):
+                                    gr.Button(
+                                        label,
+                                        size="sm",
+                                        variant="stop" if action == "delete" else "secondary",
+                                        key=(action, card.id),
+                                    ).click(
+                                        _bound(manage, action, card.id),
+                                        [name, workspace, listed],
+                                        [workspace, listed, name],
+                                        api_visibility="private",
+                                        key=(action, card.id),
+                                    )
 
         filters = [documents, file_types, languages, after, before]
 
@@ -365,13 +402,11 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
                 f"{len(indexed)} documents indexed",
             )
 
-        def on_load(request: gr.Request) -> tuple[Any, ...]:
+        def on_load(request: gr.Request) -> Any:
             user = signed_in(request)
             visible = workspaces.visible(user)
             first = visible[0].id if visible else None
-            return gr.Dropdown(choices=[(w.name, w.id) for w in visible], value=first), (
-                _cards_html(workspaces, visible, "name")
-            )
+            return gr.Dropdown(choices=[(w.name, w.id) for w in visible], value=first)
 
         def upload(
             files: list[str] | None, workspace_id: str | None, request: gr.Request
@@ -400,31 +435,32 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
             assistant, owner = serving(request, workspace_id)
             return assistant.history.traces(owner, 20)
 
-        def show_cards(sort_by: str, request: gr.Request) -> str:
-            return _cards_html(workspaces, workspaces.visible(signed_in(request)), sort_by)
-
         def manage(
-            action: str, name: str, workspace_id: str | None, sort_by: str, request: gr.Request
-        ) -> tuple[Any, str, str]:
+            action: str,
+            target: str,
+            name: str,
+            current: str | None,
+            changes: int,
+            request: gr.Request,
+        ) -> tuple[Any, int, str]:
+            """Create a workspace (and open it), or rename or delete ``target``; then the
+            workspace dropdown (on the open one while it exists, else the first), the changes
+            counted one more (the cards are drawn anew), and an empty name box."""
             user = signed_in(request)
             try:
                 if action == "create":
-                    chosen = workspaces.create(user, name).id
+                    current = workspaces.create(user, name).id
                 elif action == "rename":
-                    chosen = workspaces.rename(user, workspace_id or "", name).id
+                    workspaces.rename(user, target, name)
                 else:
-                    workspaces.delete(user, workspace_id or "")
-                    chosen = None
+                    workspaces.delete(user, target)
             except (WorkspaceError, NotAllowed) as error:
                 raise gr.Error(str(error)) from error
             visible = workspaces.visible(user)
-            chosen = chosen or (visible[0].id if visible else None)
+            if current not in {w.id for w in visible}:
+                current = visible[0].id if visible else None
             choices = [(w.name, w.id) for w in visible]
-            return (
-                gr.Dropdown(choices=choices, value=chosen),
-                "",
-                _cards_html(workspaces, visible, sort_by),
-            )
+            return gr.Dropdown(choices=choices, value=current), changes + 1, ""
 
         opened_outputs = [
             chat,
@@ -463,6 +499,7 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
             lambda: ([], None, "", gr.Dropdown(value=None), gr.Gallery(value=None, visible=False)),
             None,
             [chat, conversation, evidence, conversations, gallery],
+            api_visibility="private",
         )
         delete.click(
             delete_conversation,
@@ -493,25 +530,29 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
         indexing_progress.tick(
             show_sources, workspace, [sources, indexing_progress], api_visibility="private"
         )
-        order.change(show_cards, order, cards, api_visibility="private")
-        for button, action in ((create, "create"), (rename, "rename"), (remove, "delete")):
-            button.click(
-                _bound(manage, action),
-                [new_name, workspace, order],
-                [workspace, new_name, cards],
-                api_visibility="private",
-            )
-        page.load(on_load, None, [workspace, cards])
+        create.click(
+            _bound(manage, "create"),
+            [new_name, workspace, listed],
+            [workspace, listed, new_name],
+            api_visibility="private",
+        )
+        page.load(on_load, None, workspace, api_visibility="private")
     return page
 
 
-def _bound(manage: Any, action: str) -> Any:
-    """``manage`` for one action, with the request Gradio passes to handlers that ask for it."""
+def _bound(manage: Any, action: str, target: str = "") -> Any:
+    """``manage`` for one action on one workspace (none to create one), with the request Gradio
+    passes to handlers that ask for it."""
 
-    def handler(name: str, workspace_id: str | None, sort_by: str, request: gr.Request) -> Any:
-        return manage(action, name, workspace_id, sort_by, request)
+    def handler(name: str, current: str | None, changes: int, request: gr.Request) -> Any:
+        return manage(action, target, name, current, changes, request)
 
     return handler
+
+
+def _returning(value: str) -> Any:
+    """A handler setting its output to ``value`` (a card's Open: its workspace's id)."""
+    return lambda: value
 
 
 def _governing(govern: Any, state: Availability, whole: bool) -> Any:
@@ -564,34 +605,33 @@ def _sources_html(assistant: Assistant, workspace_id: str | None, *, running: bo
     return "\n".join(parts)
 
 
-def _cards_html(workspaces: ServedWorkspaces, visible: list[Workspace], sort_by: str) -> str:
-    """The workspaces as cards: name, folders, documents, last opened."""
+def _sorted(visible: list[Workspace], sort_by: str) -> list[Workspace]:
+    """The workspaces by name (as listed: the default one first), or last opened first."""
     if sort_by == "last opened":
-        visible = sorted(visible, key=lambda w: -(w.last_opened or 0.0))
-    cards = []
-    for listed in visible:
-        with Catalog(listed.settings) as catalog:
-            live = catalog.live_collection()
-            indexed = sum(
-                1
-                for r in (catalog.documents(live.name).values() if live else [])
-                if r.indexed_version
-            )
-        opened = (
-            datetime.fromtimestamp(listed.last_opened, UTC).strftime("%Y-%m-%d %H:%M UTC")
-            if listed.last_opened
-            else "never"
+        return sorted(visible, key=lambda w: -(w.last_opened or 0.0))
+    return visible
+
+
+def _card_html(listed: Workspace) -> str:
+    """A workspace's card: name, sources, documents, last opened."""
+    with Catalog(listed.settings) as catalog:
+        live = catalog.live_collection()
+        indexed = sum(
+            1 for r in (catalog.documents(live.name).values() if live else []) if r.indexed_version
         )
-        facts = (
-            f"{len(listed.settings.watched_folders)} sources · {indexed} documents · "
-            f"last opened {opened}"
-        )
-        cards.append(
-            f"<div class='card' data-workspace='{html.escape(listed.id)}'>"
-            f"<div class='name'>{html.escape(listed.name)}</div>"
-            f"<div class='facts'>{html.escape(facts)}</div></div>"
-        )
-    return "<div class='cards'>" + "".join(cards) + "</div>"
+    opened = (
+        datetime.fromtimestamp(listed.last_opened, UTC).strftime("%Y-%m-%d %H:%M UTC")
+        if listed.last_opened
+        else "never"
+    )
+    facts = (
+        f"{len(listed.settings.watched_folders)} sources · {indexed} documents · "
+        f"last opened {opened}"
+    )
+    return (
+        f"<div class='name' data-workspace='{html.escape(listed.id)}'>"
+        f"{html.escape(listed.name)}</div><div class='facts'>{html.escape(facts)}</div>"
+    )
 
 
 def _plain(history: list[dict[str, Any]]) -> list[dict[str, Any]]:

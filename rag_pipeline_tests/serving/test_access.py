@@ -1,15 +1,25 @@
 """Workspaces and sign-in on the real server: over HTTP, through gradio_client and in Chromium."""
 
+from __future__ import annotations
+
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
 
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.cli import main
-from rag_pipeline.config import AccessSettings, UserSettings, load_settings
+from rag_pipeline.config import (
+    AccessSettings,
+    UserSettings,
+    load_settings,
+    stored_settings,
+    write_stored_settings,
+)
 from rag_pipeline.ids import DEFAULT_WORKSPACE
 from rag_pipeline.workspaces import create_workspace, find_workspace
 from rag_pipeline_tests.serving.conftest import CHROMIUM, chromium
@@ -17,10 +27,19 @@ from serving.access import AccessError, User, add_user, check_binding
 from serving.server import BackgroundServer
 from serving.workspaces import NotAllowed, ServedWorkspaces
 
+if TYPE_CHECKING:
+    from gradio_client import Client
+    from playwright.sync_api import Locator, Page
+
+PROXY_HEADER = "X-Forwarded-User"
+NO_FILTERS = ([], [], [], "", "")  # documents, file types, languages, after, before
+
 
 @pytest.fixture(scope="module")
-def two_teams(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
-    """Two workspaces, a user granted each, served with sign-in: (url, user -> token)."""
+def teams_home(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """Two workspaces and users granted one (alice: Client B; bob and carol: the default one)
+    or all (admin), signing in by password, token, or the trusted proxy's header:
+    (home, user -> token)."""
     root = tmp_path_factory.mktemp("access")
     home, docs = root / "home", root / "docs"
     docs.mkdir()
@@ -32,10 +51,18 @@ def two_teams(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, d
         "# Quokka\n\nThe quokka inventory.\n", encoding="utf-8"
     )
     assert main(["index", "--home", str(home), "--workspace", "client-b"]) == 0
-    tokens = {
-        "alice": add_user(home, "alice", "alice-password", ["client-b"]),
-        "bob": add_user(home, "bob", "bob-password", ["default"]),
-    }
+    grants = {"alice": ["client-b"], "bob": ["default"], "carol": ["default"], "admin": ["*"]}
+    tokens = {name: add_user(home, name, f"{name}-password", grants[name]) for name in grants}
+    stored = stored_settings(home)
+    stored["access"]["proxy_user_header"] = PROXY_HEADER
+    write_stored_settings(home, stored)
+    return home, tokens
+
+
+@pytest.fixture(scope="module")
+def two_teams(teams_home: tuple[Path, dict[str, str]]) -> Iterator[tuple[str, dict[str, str]]]:
+    """``teams_home`` served: (url, user -> token)."""
+    home, tokens = teams_home
     with BackgroundServer(load_settings(home)) as server:
         yield server.url, tokens
 
@@ -75,6 +102,40 @@ def test_a_token_for_one_workspace_never_finds_a_document_of_another(
     assert _search(url, "quokka", "client-b", **bob).status_code == 404
     bad_token = {"headers": {"Authorization": "Bearer not-a-token"}}
     assert _search(url, "quokka", **bad_token).status_code == 401
+
+
+def test_the_trusted_proxys_header_signs_its_user_in_and_names_no_one_else(
+    two_teams: tuple[str, dict[str, str]],
+) -> None:
+    url, _ = two_teams
+    as_alice = {"headers": {PROXY_HEADER: "alice"}}
+    assert httpx.get(url + "/", timeout=30, **as_alice).status_code == 200  # type: ignore[arg-type]
+    found = _search(url, "quokka inventory", **as_alice).json()
+    assert [document["id"] for document in found] == ["uploads/quokka.md"]
+    assert _search(url, "zebrafish", "default", **as_alice).status_code == 404  # not hers
+    for headers in ({}, {PROXY_HEADER: "mallory"}):
+        assert httpx.get(url + "/", headers=headers, timeout=30).status_code == 401
+    # A header naming nobody is refused, whatever else the request carries.
+    mallory = httpx.get(
+        url + "/", headers={PROXY_HEADER: "mallory"}, auth=("bob", "bob-password"), timeout=30
+    )
+    assert mallory.status_code == 401
+
+
+def test_gradios_file_route_serves_what_it_stored_but_no_file_of_a_workspace(
+    two_teams: tuple[str, dict[str, str]], teams_home: tuple[Path, dict[str, str]]
+) -> None:
+    url, _ = two_teams
+    home, _ = teams_home
+    admin = ("admin", "admin-password")  # may use every workspace, yet not through this route
+    uploaded = httpx.post(
+        f"{url}/gradio_api/upload", files={"files": ("note.md", b"# A note\n")}, auth=admin
+    ).json()[0]
+    assert httpx.get(f"{url}/gradio_api/file={uploaded}", auth=admin).content == b"# A note\n"
+    client_b = find_workspace(load_settings(home), "client-b").settings
+    for stored in (client_b.upload_folder / "quokka.md", home / "catalog" / "catalog.sqlite"):
+        assert stored.is_file()
+        assert httpx.get(f"{url}/gradio_api/file={stored}", auth=admin).status_code == 403
 
 
 def test_serving_beyond_loopback_needs_someone_to_sign_in(tmp_path: Path) -> None:
@@ -125,27 +186,79 @@ def _answer_text(chat: list[dict[str, object]]) -> str:
     return "".join(str(part.get("text", "")) for part in content)  # type: ignore[union-attr]
 
 
-def test_the_gradio_client_with_a_token_answers_only_within_its_workspaces(
-    two_teams: tuple[str, dict[str, str]],
-) -> None:
+@contextmanager
+def _gradio(url: str, token: str) -> Iterator[Client]:
+    """A gradio_client session of the page, signed in by the token."""
     from gradio_client import Client
+
+    client = Client(url + "/", headers={"Authorization": f"Bearer {token}"}, verbose=False)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def _ask(client: Client, question: str, workspace: str) -> tuple[str, str]:
+    """Ask on the page; the answer's text and the id of the conversation it went into."""
+    chat, _, conversations, *_ = client.predict(
+        question, workspace, [], *NO_FILTERS, api_name="/ask"
+    )
+    return _answer_text(chat), conversations["value"]
+
+
+def test_the_gradio_client_with_a_token_answers_only_within_its_workspaces(
+    two_teams: tuple[str, dict[str, str]], tmp_path: Path
+) -> None:
+    from gradio_client import handle_file
     from gradio_client.exceptions import AppError
 
     url, tokens = two_teams
-    client = Client(
-        url + "/", headers={"Authorization": f"Bearer {tokens['alice']}"}, verbose=False
-    )
-    try:
-        chat, *_ = client.predict(
-            "What is in the quokka inventory?", "client-b", [], [], [], [], "", "", api_name="/ask"
+    note = tmp_path / "note.md"
+    note.write_text("# Note\n\nA note for the default workspace.\n", encoding="utf-8")
+    others = {  # every endpoint, asked about the default workspace alice may not use
+        "/open_workspace": ("default",),
+        "/ask": ("zebrafish protocol", "default", [], *NO_FILTERS),
+        "/similar_pictures": (None, "default", *NO_FILTERS),
+        "/open": (None, "default"),
+        "/delete": ("default",),
+        "/traces": ("default",),
+        "/upload": ([handle_file(str(note))], "default"),
+        "/sources": ("default",),
+    }
+    with _gradio(url, tokens["alice"]) as alice:
+        assert set(alice.view_api(print_info=False, return_format="dict")["named_endpoints"]) == (
+            set(others)
         )
-        assert "quokka" in _answer_text(chat).lower()
-        with pytest.raises(AppError, match="no workspace 'default' for alice"):
-            client.predict("zebrafish protocol", "default", [], [], [], [], "", "", api_name="/ask")
-        with pytest.raises(AppError, match="no workspace"):
-            client.predict("default", api_name="/sources")
-    finally:
-        client.close()
+        answer, _ = _ask(alice, "What is in the quokka inventory?", "client-b")
+        assert "quokka" in answer.lower()
+        for api_name, arguments in others.items():
+            with pytest.raises(AppError, match="no workspace 'default' for alice"):
+                alice.predict(*arguments, api_name=api_name)
+
+
+def test_a_user_can_neither_open_nor_delete_anothers_conversation_nor_see_their_traces(
+    two_teams: tuple[str, dict[str, str]],
+) -> None:
+    from gradio_client.exceptions import AppError
+
+    url, tokens = two_teams
+    with _gradio(url, tokens["bob"]) as bob, _gradio(url, tokens["carol"]) as carol:
+        _, bobs = _ask(bob, "Which zebrafish protocol does bob follow?", "default")
+        _, carols = _ask(carol, "What is the zebrafish protocol?", "default")
+        # Her conversations to open are hers alone: his id is none of them.
+        refused = rf"{bobs} is not in the list of choices: \['{carols}'\]"
+        with pytest.raises(AppError, match=refused):
+            carol.predict(bobs, "default", api_name="/open")
+        *_, left = carol.predict("default", api_name="/delete")  # her open conversation
+        assert left["choices"] == []
+        chat, _ = bob.predict(bobs, "default", api_name="/open")
+        assert [message["role"] for message in chat] == ["user", "assistant"]
+        assert [trace["query"] for trace in carol.predict("default", api_name="/traces")] == [
+            "What is the zebrafish protocol?"
+        ]
+        bob_asked = [trace["query"] for trace in bob.predict("default", api_name="/traces")]
+        assert "Which zebrafish protocol does bob follow?" in bob_asked
+        assert "What is the zebrafish protocol?" not in bob_asked
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (.ci/run installs it)")
@@ -176,7 +289,56 @@ def test_in_a_browser_each_user_sees_and_searches_only_their_workspaces(
             cards = page.locator("#workspace-cards .card")
             cards.first.wait_for(timeout=30_000)
             assert cards.count() == 1 and cards.first.inner_text().startswith(shown[0])
+            assert cards.get_by_role("button", name="Open").count() == 1
+            assert cards.get_by_role("button", name="Delete").count() == 0  # not '*' users
             session.close()
+
+
+def _card(page: Page, name: str) -> Locator:
+    """The card of the workspace with this name, on the page's Workspaces tab."""
+    return page.locator("#workspace-cards .card").filter(
+        has=page.locator(f".name:text-is('{name}')")
+    )
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (.ci/run installs it)")
+def test_in_a_browser_an_admin_creates_a_workspace_then_renames_sorts_and_deletes_it_by_its_card(
+    two_teams: tuple[str, dict[str, str]], teams_home: tuple[Path, dict[str, str]]
+) -> None:
+    from playwright.sync_api import expect
+
+    url, _ = two_teams
+    home, _ = teams_home
+    with chromium() as browser:
+        page = browser.new_page(
+            http_credentials={"username": "admin", "password": "admin-password"}
+        )
+        page.goto(url + "/")
+        opened = page.locator("#workspace input")
+        expect(opened).to_have_value("Default", timeout=30_000)
+        page.get_by_role("tab", name="Workspaces").click()
+        names = page.locator("#workspace-cards .card .name")
+        expect(names).to_have_text(["Default", "Client B"], timeout=30_000)
+
+        page.locator("#workspace-name").get_by_role("textbox").fill("Client C")
+        page.locator("#create-workspace").click()
+        expect(names).to_have_text(["Default", "Client B", "Client C"], timeout=30_000)
+        expect(opened).to_have_value("Client C")  # a new workspace opens
+        expect(page.locator("#workspace-status")).to_have_text("0 documents indexed")
+
+        _card(page, "Client C").get_by_role("textbox").fill("Acme")
+        _card(page, "Client C").get_by_role("button", name="Rename").click()
+        expect(names).to_have_text(["Default", "Acme", "Client B"], timeout=30_000)
+        assert find_workspace(load_settings(home), "client-c").name == "Acme"
+        page.locator("#card-order").get_by_label("last opened").check()
+        expect(names).to_have_text(["Acme", "Default", "Client B"], timeout=30_000)
+
+        _card(page, "Default").get_by_role("button", name="Open").click()
+        expect(opened).to_have_value("Default", timeout=30_000)
+        _card(page, "Acme").get_by_role("button", name="Delete").click()
+        expect(names).to_have_text(["Default", "Client B"], timeout=30_000)
+        expect(opened).to_have_value("Default")  # the open one stays open
+        assert not (home / "workspaces" / "client-c").exists()
 
 
 @pytest.fixture
