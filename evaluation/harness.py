@@ -120,8 +120,9 @@ def rank_every_method(
     ``splade``) alone; ``hybrid <fusion>`` for each fusion, on the first ``retrieval.prefetch``
     of both rankings as the page fuses them, without freshness; ``hybrid <fusion> +
     freshness`` for the configured fusion with freshness as configured (else a half-life of
-    ``FRESHNESS_DAYS``); ``hybrid <fusion> + rerank`` (freshness as configured) when a
-    reranker is configured. A blank query retrieves nothing (it scores zero).
+    ``FRESHNESS_DAYS``); ``hybrid <fusion> - page context`` for the configured fusion without
+    ``retrieval.page_weight`` (when it is set); ``hybrid <fusion> + rerank`` (freshness as
+    configured) when a reranker is configured. A blank query retrieves nothing (it scores zero).
     """
     config = retriever.settings.retrieval
     sparse_name = sparse_method(retriever)
@@ -155,6 +156,12 @@ def rank_every_method(
             text, prefetched, keep=config.top_k, fusion=fresh, rerank=False
         )
         record(f"hybrid {config.fusion} + freshness", query_id, units_of(freshened))
+        if config.page_weight:
+            alone = config.model_copy(update={"page_weight": 0.0, "freshness_half_life_days": None})
+            passages, _ = retriever.rank(
+                text, prefetched, keep=config.top_k, fusion=alone, rerank=False
+            )
+            record(f"hybrid {config.fusion} - page context", query_id, units_of(passages))
         if retriever.reranker is not None:
             reranked, _ = retriever.rank(text, prefetched, keep=config.top_k)
             record(f"hybrid {config.fusion} + rerank", query_id, units_of(reranked))

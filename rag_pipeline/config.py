@@ -285,6 +285,14 @@ class RetrievalSettings(BaseModel):
         "was not trained on (embedding.dense_languages): such a ranking is mostly noise, and "
         "fusing it in would pull good keyword results down.",
     )
+    page_weight: float = Field(
+        0.5,
+        ge=0,
+        description="Page context: each passage on a page (PDF, slide) gains this weight × the "
+        "fused scores of the other passages found on the same page, so a page that several "
+        "passages match (a statement's rows, its title) rises above one matched once. "
+        "Passages without a page are not affected. 0: off (see bench/README.md).",
+    )
     freshness_half_life_days: float | None = Field(
         None,
         gt=0,

@@ -190,6 +190,7 @@ class History:
                 "image_rank": candidate.image_rank,
                 "image_score": candidate.image_score,
                 "fused_score": candidate.fused_score,
+                "page_score": candidate.page_score,
                 "rerank_score": candidate.rerank_score,
                 "freshness_score": candidate.freshness_score,
             }

@@ -60,14 +60,18 @@ class Candidate:
     image_rank: int | None = None  # by the query through CLIP's text tower, or by a picture
     image_score: float | None = None
     fused_score: float = 0.0
+    page_score: float | None = None  # page_weight × the fused scores of its page's others
     rerank_score: float | None = None
     freshness_score: float | None = None  # weight × 0.5^(age / half-life), when configured
 
     @property
     def score(self) -> float:
-        """The score that orders the final passages: the reranker's, else the fused one, plus
-        the freshness score."""
-        base = self.rerank_score if self.rerank_score is not None else self.fused_score
+        """The score that orders the final passages: the reranker's, else the fused one with
+        its page's context, plus the freshness score."""
+        if self.rerank_score is not None:
+            base = self.rerank_score
+        else:
+            base = self.fused_score + (self.page_score or 0.0)
         return base + (self.freshness_score or 0.0)
 
     @property
@@ -397,6 +401,8 @@ class Retriever:
         timings = {} if timings is None else timings
         with _timed(timings, "fuse"):
             candidates = fuse(nearest, config)
+            if config.page_weight:
+                candidates = _with_page_context(candidates, config.page_weight)
         depth = max(config.rerank_candidates, keep)
         if rerank and self.reranker is not None and candidates:
             pool = candidates[:depth]
@@ -424,6 +430,25 @@ class Retriever:
         if self._dense_languages is None or detect_language(query) in self._dense_languages:
             return config
         return config.model_copy(update={"dense_weight": config.foreign_dense_weight})
+
+
+def _with_page_context(candidates: list[Candidate], weight: float) -> list[Candidate]:
+    """The candidates with their page scores, ordered again: a passage's page is where it
+    starts, and what the other passages found there scored adds to it (a statement's rows and
+    its title, each matched a little, lift the whole page)."""
+    pages: dict[tuple[str, int], float] = {}
+    for candidate in candidates:
+        if (page := _page_of(candidate)) is not None:
+            pages[page] = pages.get(page, 0.0) + candidate.fused_score
+    for candidate in candidates:
+        if (page := _page_of(candidate)) is not None:
+            candidate.page_score = weight * (pages[page] - candidate.fused_score)
+    return sorted(candidates, key=lambda candidate: -candidate.score)
+
+
+def _page_of(candidate: Candidate) -> tuple[str, int] | None:
+    page = candidate.payload.get("page")
+    return None if page is None else (candidate.payload.get("doc_id", ""), page)
 
 
 _YEAR = re.compile(r"(?<!\d)(19[5-9]\d|20\d\d)(?!\d)")

@@ -117,7 +117,15 @@ QUESTIONS = [
     ("Which raw material prices hurt Delta Foods' snack margin?", "DELTAFOODS_2020_10K", [1]),
 ]
 PAGE_COUNT = sum(len(pages) for pages in DOCUMENTS.values())
-METHODS = {"dense", "bm25", "hybrid rrf", "hybrid dbsf", "hybrid minmax", "hybrid dbsf + freshness"}
+METHODS = {
+    "dense",
+    "bm25",
+    "hybrid rrf",
+    "hybrid dbsf",
+    "hybrid minmax",
+    "hybrid dbsf + freshness",
+    "hybrid dbsf - page context",
+}
 BASELINES = {"pages dense", "pages hybrid"}
 
 

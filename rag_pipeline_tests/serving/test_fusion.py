@@ -149,3 +149,39 @@ def test_freshness_is_off_by_default_and_when_on_favours_the_more_recent_report(
     assert scores["undated"] == pytest.approx(0.5, abs=0.01)
     assert scores["new"] > scores["old"] > 0
     assert ranked[0].score == pytest.approx(ranked[0].fused_score + scores["undated"])
+
+
+def test_a_page_that_several_passages_match_rises_above_a_page_matched_once(
+    tmp_path: Path,
+) -> None:
+    def on_page(point_id: str, score: float, doc_id: str, page: int | None) -> Hit:
+        return Hit(point_id, score, {"text": point_id, "doc_id": doc_id, "page": page})
+
+    nearest = NearestHits(
+        dense=[
+            on_page("lone", 0.90, "report.pdf", 3),
+            on_page("title", 0.85, "report.pdf", 7),
+            on_page("notes", 0.84, "notes.md", None),
+            on_page("rows", 0.80, "report.pdf", 7),
+            on_page("other report", 0.79, "other.pdf", 7),  # page 7 of another document
+        ],
+        sparse=[],
+    )
+    # Reciprocal ranks, with the default page weight (0.5) and without.
+    alone_settings = load_settings(tmp_path, retrieval={"fusion": "rrf", "page_weight": 0})
+    alone = Retriever(alone_settings, store=None)  # type: ignore[arg-type]
+    ranked, _ = alone.rank("cash flow statement", nearest, keep=5)
+    assert [c.point_id for c in ranked] == ["lone", "title", "notes", "rows", "other report"]
+    assert all(c.page_score is None for c in ranked)
+
+    in_context_settings = load_settings(tmp_path, retrieval={"fusion": "rrf"})
+    in_context = Retriever(in_context_settings, store=None)  # type: ignore[arg-type]
+    ranked, _ = in_context.rank("cash flow statement", nearest, keep=5)
+    assert [c.point_id for c in ranked][:3] == ["title", "rows", "lone"]
+    scores = {c.point_id: c.page_score for c in ranked}
+    assert scores["lone"] == scores["other report"] == 0.0  # nothing else on their pages
+    assert scores["notes"] is None  # no page: no page context
+    title = next(c for c in ranked if c.point_id == "title")
+    rows = next(c for c in ranked if c.point_id == "rows")
+    assert title.page_score == pytest.approx(0.5 * rows.fused_score)
+    assert title.score == pytest.approx(title.fused_score + title.page_score)
