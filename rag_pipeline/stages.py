@@ -266,12 +266,6 @@ def element_from_row(row: dict[str, Any]) -> Element:
     )
 
 
-def prepare_writes() -> None:
-    """Do ahead what this process's first stage file write would: pyarrow imports pandas on its
-    first conversion of Python values (half a second)."""
-    pa.array([], type=pa.string())
-
-
 def write_parsed_stage(
     home: Path, redactor: Redactor | None, doc_id: str, parsed: ParsedDocument
 ) -> dict[str, Any]:

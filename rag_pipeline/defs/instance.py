@@ -1,8 +1,8 @@
 """The Dagster instance the CLI and ``dagster dev`` share: ``<home>/dagster`` is DAGSTER_HOME.
 
 Its ``dagster.yaml`` is written from the settings: SQLite storage under the home folder by
-default (with batched event writes and kept connections, see ``storage.py``), PostgreSQL
-through dagster-postgres when ``dagster.postgres_url`` is set.
+default (with batched event writes, see ``storage.py``), PostgreSQL through dagster-postgres
+when ``dagster.postgres_url`` is set.
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ def instance_config(settings: Settings) -> dict[str, Any]:
     else:
         config |= {
             "run_storage": {
-                "module": "rag_pipeline.defs.storage",
-                "class": "PooledSqliteRunStorage",
+                "module": "dagster._core.storage.runs",
+                "class": "SqliteRunStorage",
                 "config": {"base_dir": str(base / "history")},
             },
             "event_log_storage": {

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dagster import (
-    AssetKey,
     AssetSelection,
     DagsterRunStatus,
     RunsFilter,
@@ -17,7 +16,7 @@ from dagster import (
 )
 
 from rag_pipeline.config import Settings
-from rag_pipeline.defs.assets import document_assets, file_manifest, qdrant_points
+from rag_pipeline.defs.assets import document_assets
 from rag_pipeline.defs.partitions import arrange_partitions
 from rag_pipeline.ids import DEFAULT_WORKSPACE
 from rag_pipeline.locking import index_is_running, last_holder, process_alive
@@ -38,25 +37,10 @@ TRIGGER_TAG = "rag_pipeline/trigger"
 WORKSPACE_TAG = "rag_pipeline/workspace"
 
 
-# What a run of deletions only materializes: the manifest (each document's "delete") and the
-# points (removed from the store and the catalog, then checked). The stages between have nothing
-# to do for a deleted document, whose partition goes once the run succeeds, and cost a third of
-# a second. (A file put back with other content before the run plans it fails in this run, "no
-# chunks of this version", and is indexed again after its retry delay.)
-_DELETION_ASSETS = [file_manifest.key, qdrant_points.key]
-
-
 @dataclass(frozen=True, slots=True)
 class PlannedRun:
     diff: ManifestDiff
     tags: dict[str, str]  # partition range and workspace; empty when there is nothing to do
-
-    @property
-    def asset_selection(self) -> list[AssetKey] | None:
-        """The assets the run materializes (None: all the job's)."""
-        if self.diff.deleted and not self.diff.new and not self.diff.changed:
-            return list(_DELETION_ASSETS)
-        return None
 
     def run_config(self, settings: Settings, *, retry_failed: bool = False) -> dict[str, Any]:
         where = {"home": str(settings.root), "workspace": settings.workspace}

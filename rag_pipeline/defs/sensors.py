@@ -78,9 +78,7 @@ def _index_run_request(
     # No run key: Dagster never launches a key twice, and the same change may need another run
     # (a failed run, a file changed back: A, B, A). The active-run check above is the guard.
     return RunRequest(
-        run_config=planned.run_config(settings),
-        tags={**planned.tags, TRIGGER_TAG: trigger},
-        asset_selection=planned.asset_selection,
+        run_config=planned.run_config(settings), tags={**planned.tags, TRIGGER_TAG: trigger}
     )
 
 

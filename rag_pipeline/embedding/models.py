@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rag_pipeline.config import DEFAULT_DENSE_MODEL, EmbeddingSettings
-from rag_pipeline.embedding.punctuation import use_saved_punctuation
 
 if TYPE_CHECKING:
     from fastembed import SparseTextEmbedding, TextEmbedding
@@ -277,7 +276,6 @@ def load_sparse_model(settings: EmbeddingSettings, home: Path) -> SparseTextEmbe
     # BM25 needs no weights: only a folder for its (here inline) stop-word list.
     folder = models_folder(home) / "bm25"
     folder.mkdir(parents=True, exist_ok=True)
-    use_saved_punctuation(models_folder(home))
     return SparseTextEmbedding(
         settings.sparse_model,
         specific_model_path=str(folder),

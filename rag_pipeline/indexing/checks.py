@@ -122,27 +122,16 @@ def _check_no_silent_empty(indexer: Indexer, doc_ids: list[str]) -> CheckOutcome
     return CheckOutcome(not failures, failures, {})
 
 
-def verify_collections(
-    settings: Settings, catalog: Catalog, *, keep_open: dict[str, VectorStore] | None = None
-) -> None:
-    """Verify the live collection and the one being built, if any (see :func:`verify_store`).
-
-    ``keep_open``: where to leave the stores open, by collection, for the caller to use and
-    close (opening and closing the embedded store costs a quarter of a second).
-    """
+def verify_collections(settings: Settings, catalog: Catalog) -> None:
+    """Verify the live collection and the one being built, if any (see :func:`verify_store`)."""
     for collection in catalog.collections():
         if collection.state == "retired":
             continue
         store = open_vector_store(settings, collection.name)
         try:
             verify_store(catalog, store, collection.name)
-        except BaseException:
+        finally:
             store.close()
-            raise
-        if keep_open is None:
-            store.close()
-        else:
-            keep_open[collection.name] = store
 
 
 def audit(settings: Settings) -> list[str]:

@@ -28,7 +28,7 @@ from rag_pipeline.chunking import (
     document_name,
     picture_chunks,
 )
-from rag_pipeline.config import EmbeddingSettings, Settings
+from rag_pipeline.config import Settings
 from rag_pipeline.embedding import (
     DenseEncoder,
     EmbeddingCache,
@@ -48,13 +48,7 @@ from rag_pipeline.manifest import SourceFile, describe_file, needs_indexing
 from rag_pipeline.parsing import ParseOptions
 from rag_pipeline.parsing.pool import parse_in_workers, start_parser_server
 from rag_pipeline.redaction import Redactor
-from rag_pipeline.stages import (
-    DocumentTask,
-    StageFiles,
-    StageMeta,
-    prepare_writes,
-    write_parsed_stage,
-)
+from rag_pipeline.stages import DocumentTask, StageFiles, StageMeta, write_parsed_stage
 from rag_pipeline.store import VectorStore, open_vector_store
 from rag_pipeline.store.schema import is_picture
 
@@ -64,12 +58,6 @@ logger = logging.getLogger(__name__)
 
 _PREVIEW_CHARS = 300
 _EMBED_SLICE = 2048  # texts looked up and embedded at a time, and written to the cache
-# A run over fewer chunks than this does not sweep the released models' memory (a full garbage
-# collection, a third of a second after a Dagster run): its points take little memory to write.
-_COLLECT_AFTER_CHUNKS = 2048
-# What parser workers import for the indexer's handler (``write_parsed_stage``) before any job;
-# pandas too, which pyarrow imports on its first conversion of Python values.
-PARSER_PRELOAD = ("rag_pipeline.stages", "pandas")
 
 
 def parse_options(settings: Settings) -> ParseOptions:
@@ -98,82 +86,6 @@ def _progress(what: str, unit: str, every_seconds: float = 5.0) -> Callable[[int
     return report
 
 
-@dataclass(frozen=True, slots=True)
-class _ModelsAhead:
-    """Text models loading before a run of this process starts; its Indexer takes them."""
-
-    embedding: EmbeddingSettings
-    root: Path
-    dense: DenseEncoder
-    sparse: SparseEncoder
-    thread: threading.Thread
-
-
-_ahead: list[_ModelsAhead] = []  # at most one
-
-
-def load_models_ahead(settings: Settings) -> None:
-    """Start loading the text models (and what writing stage files imports) in a background
-    thread, for the next indexing run in this process: the CLI calls it before it imports
-    Dagster when there are documents to index."""
-    dense = DenseEncoder(settings.embedding, settings.root)
-    sparse = SparseEncoder(settings.embedding, settings.root)
-    thread = threading.Thread(
-        target=_load_models, args=(dense, sparse), name="load-models-ahead", daemon=True
-    )
-    thread.start()
-    _ahead[:] = [_ModelsAhead(settings.embedding, settings.root, dense, sparse, thread)]
-
-
-def forget_models_ahead() -> None:
-    """Drop models loaded ahead that no run took."""
-    _ahead.clear()
-
-
-# Stores opened before a run of this process (by its checks), lent to its Indexer.
-_lent_stores: dict[tuple[Path, str], VectorStore] = {}
-
-
-def lend_store(settings: Settings, collection: str, store: VectorStore) -> None:
-    """Let the next run of this process use ``store``, open already, instead of opening it
-    again (the embedded store takes a quarter of a second to open and close)."""
-    _lent_stores[(settings.home, collection)] = store
-
-
-def close_lent_stores() -> None:
-    """Close the lent stores that no run took."""
-    while _lent_stores:
-        _lent_stores.popitem()[1].close()
-
-
-def _take_models_ahead(settings: Settings) -> _ModelsAhead | None:
-    ahead = _ahead.pop() if _ahead else None
-    if ahead and ahead.embedding == settings.embedding and ahead.root == settings.root:
-        return ahead
-    return None
-
-
-def _load_models(
-    dense: DenseEncoder,
-    sparse: SparseEncoder,
-    clip: ClipEncoder | None = None,
-    after: threading.Thread | None = None,
-) -> None:
-    """Load what the stages after parsing use (a failure is left for the stage that needs the
-    model to report); ``after``: a loading thread to wait for first."""
-    try:
-        if after is not None:
-            after.join()
-        prepare_writes()
-        dense.tokens  # noqa: B018 (a cached property: touching it loads it)
-        dense.model  # noqa: B018
-        sparse.model  # noqa: B018
-        if clip is not None:
-            clip.dim  # noqa: B018 (loads the model)
-    except Exception:
-        logger.debug("loading the models ahead of use failed", exc_info=True)
-
-
 class Indexer:
     """What a run shares between stages: settings, files, and models and store opened on use."""
 
@@ -181,9 +93,6 @@ class Indexer:
         self.settings = settings
         self.catalog = Catalog(settings)
         self.stages = StageFiles(settings.home)
-        self.chunks_seen = 0  # the most chunks an embedding stage of this run went through
-        self._ahead = _take_models_ahead(settings)
-        self._loading: threading.Thread | None = None  # the models, loading ahead of use
 
     @cached_property
     def collection(self) -> CollectionRecord:
@@ -192,14 +101,10 @@ class Indexer:
 
     @cached_property
     def dense(self) -> DenseEncoder:
-        if self._ahead is not None:
-            return self._ahead.dense
         return DenseEncoder(self.settings.embedding, self.settings.root)
 
     @cached_property
     def sparse(self) -> SparseEncoder:
-        if self._ahead is not None:
-            return self._ahead.sparse
         return SparseEncoder(self.settings.embedding, self.settings.root)
 
     @cached_property
@@ -216,19 +121,14 @@ class Indexer:
 
     @cached_property
     def store(self) -> VectorStore:
-        lent = _lent_stores.pop((self.settings.home, self.collection.name), None)
-        if lent is not None:
-            return lent
         return open_vector_store(self.settings, self.collection.name)
 
     def release_models(self) -> None:
         """Let go of the models (the stages after embedding need none): their memory, a few
-        hundred MB, is then free for writing the points of a large run."""
+        hundred MB, is then free for writing the points."""
         for name in ("dense", "sparse", "clip", "captioner"):
             self.__dict__.pop(name, None)
-        self._ahead = None
-        if self.chunks_seen >= _COLLECT_AFTER_CHUNKS:
-            gc.collect()
+        gc.collect()
 
     def close(self) -> None:
         for name in ("store", "cache"):
@@ -265,9 +165,7 @@ class Indexer:
                     "version": file.version,
                 }
         if any(entry["action"] == "index" for entry in report.values()):
-            # Both start in the background while the run goes on.
-            start_parser_server()
-            self._loading = self._load_models_in_background()
+            start_parser_server()  # it starts in the background while the run goes on
         return report
 
     def _tasks(self, doc_ids: Iterable[str], action: str = "index") -> list[DocumentTask]:
@@ -305,8 +203,7 @@ class Indexer:
             ),
         )
         progress = _progress("parsing", "documents")
-        if jobs and self._loading is None:
-            self._loading = self._load_models_in_background()
+        loading = self._load_models_in_background() if jobs else None
         for done, outcome in enumerate(outcomes, 1):
             progress(done, len(jobs))
             fault_point("after-parse")
@@ -317,24 +214,30 @@ class Indexer:
                 self.stages.write_parsed(outcome.key, versions[outcome.key], None, outcome.error)
                 entry["error"] = outcome.error
             report[outcome.key] = entry
-        if self._loading:
-            self._loading.join()
-            self._loading = None
+        if loading:
+            loading.join()
         return report
 
     def _load_models_in_background(self) -> threading.Thread:
-        """Load the tokenizer and the models the next stages use, from the plan on (unless
-        ``load_models_ahead`` started earlier), while Dagster records it and parsers work. The
-        parse stage waits for it.
+        """Load the tokenizer and the models the next stages use, while parsers work.
+
+        This process only waits for the parser processes meanwhile, so the loading costs no
+        time. A failure here is left for the stage that needs the model to report.
         """
+        dense, sparse = self.dense, self.sparse
         clip = self.clip if self.settings.images.clip_model else None
-        after = self._ahead.thread if self._ahead else None
-        thread = threading.Thread(
-            target=_load_models,
-            args=(self.dense, self.sparse, clip, after),
-            name="load-models",
-            daemon=True,
-        )
+
+        def load() -> None:
+            try:
+                dense.tokens  # noqa: B018 (a cached property: touching it loads it)
+                dense.model  # noqa: B018
+                sparse.model  # noqa: B018
+                if clip is not None:
+                    clip.dim  # noqa: B018 (loads the model)
+            except Exception:
+                logger.debug("loading the models ahead of use failed", exc_info=True)
+
+        thread = threading.Thread(target=load, name="load-models", daemon=True)
         thread.start()
         return thread
 
@@ -471,7 +374,6 @@ class Indexer:
                 flush()
         if pending:
             flush()
-        self.chunks_seen = max(self.chunks_seen, done)
         return _embedding_report(model_id, "chunks", keys, embedded, started)
 
     # -- image_embeddings ----------------------------------------------------------------------

@@ -5,19 +5,13 @@ so every document is parsed in a worker process that is killed when it overruns 
 or replaced when it dies; the rest of the batch goes on. A parser that reports progress (OCR,
 after each page: ``heartbeat.beat``) gets the time limit afresh after each report, so a long scan
 is not stopped while it advances.
-
-Starting the first worker takes a second or more (the forkserver's imports, then the worker's):
-``prestart_workers`` starts them early, on the second core, while the caller does other work.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
-import logging
 import multiprocessing
 import multiprocessing.connection
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -26,8 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from rag_pipeline.parsing import ParsedDocument, ParseError, ParseOptions, heartbeat, parse_document
-
-logger = logging.getLogger(__name__)
 
 # What a worker does with a parsed document, in the worker (it must pickle): its return value,
 # not the document, comes back. The indexer's writes the stage file there and returns a summary.
@@ -50,9 +42,7 @@ def whole_document(key: str, parsed: ParsedDocument) -> ParsedDocument:
     return parsed
 
 
-def _work(connection: multiprocessing.connection.Connection, preload: tuple[str, ...] = ()) -> None:
-    for module in preload:  # what the jobs' handler needs, imported before the first job comes
-        importlib.import_module(module)
+def _work(connection: multiprocessing.connection.Connection) -> None:
     heartbeat.listen(lambda: connection.send(_BEAT))
     while True:
         try:
@@ -75,11 +65,9 @@ def _work(connection: multiprocessing.connection.Connection, preload: tuple[str,
 
 
 class _Worker:
-    def __init__(
-        self, context: multiprocessing.context.BaseContext, preload: tuple[str, ...] = ()
-    ) -> None:
+    def __init__(self, context: multiprocessing.context.BaseContext) -> None:
         self.connection, child = context.Pipe()
-        self.process = context.Process(target=_work, args=(child, preload), daemon=True)
+        self.process = context.Process(target=_work, args=(child,), daemon=True)
         self.process.start()
         child.close()
         self.job: _Job | None = None
@@ -118,66 +106,9 @@ def start_parser_server() -> multiprocessing.context.ForkServerContext:
     # working directory first on sys.path, where another checkout of this project would shadow
     # the installed one; workers import the project themselves, with the caller's sys.path.
     # Not PyMuPDF: importing it takes half a second, which a batch without PDFs need not wait.
-    # Not pyarrow: it starts jemalloc's background thread, which a fork would not carry over.
     context.set_forkserver_preload(["numpy", "markdown_it"])
     forkserver.ensure_running()
     return context
-
-
-class _Prestarted:
-    """Workers started ahead of the next batch (``prestart_workers``), in a background thread."""
-
-    def __init__(self) -> None:
-        self.workers: list[_Worker] = []
-        self.thread: threading.Thread | None = None
-
-    def start(self, count: int, preload: tuple[str, ...]) -> None:
-        if self.thread is not None or count <= 0:
-            return
-
-        def start() -> None:
-            try:
-                context = start_parser_server()
-                self.workers.extend(_Worker(context, preload) for _ in range(count))
-            except Exception:  # the batch starts its workers itself, and reports what fails
-                logger.debug("starting parser workers ahead failed", exc_info=True)
-
-        self.thread = threading.Thread(target=start, name="start-parsers", daemon=True)
-        self.thread.start()
-
-    def take(self) -> list[_Worker]:
-        """The workers started and still alive (waiting for their start if it is under way)."""
-        if self.thread is None:
-            return []
-        self.thread.join()
-        self.thread = None
-        workers, self.workers = self.workers, []
-        alive = []
-        for worker in workers:
-            if worker.process.is_alive():
-                alive.append(worker)
-            else:
-                worker.stop(kill=True)
-        return alive
-
-
-_prestarted = _Prestarted()
-
-
-def prestart_workers(count: int, preload: tuple[str, ...] = ()) -> None:
-    """Start ``count`` workers now, in the background, for the next ``parse_in_workers`` call
-    of this process; each imports the ``preload`` modules (its handler's) before any job.
-
-    Starting the forkserver and a worker takes a second or more of imports, which then run on
-    another core while this process goes on (importing Dagster, opening its instance). Workers
-    that no batch takes are stopped by ``stop_prestarted_workers``, or end with this process.
-    """
-    _prestarted.start(count, preload)
-
-
-def stop_prestarted_workers() -> None:
-    for worker in _prestarted.take():
-        worker.stop()
 
 
 def parse_in_workers(
@@ -194,12 +125,7 @@ def parse_in_workers(
     if not pending:
         return
     context = start_parser_server()
-    count = min(workers, len(pending))
-    pool = _prestarted.take()
-    for extra in pool[count:]:
-        extra.stop()
-    pool = pool[:count]
-    pool += [_Worker(context) for _ in range(count - len(pool))]
+    pool = [_Worker(context) for _ in range(min(workers, len(pending)))]
     try:
         while pending or any(worker.job for worker in pool):
             for worker in pool:

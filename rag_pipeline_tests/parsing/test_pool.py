@@ -1,8 +1,7 @@
-import os
 import time
 from pathlib import Path
 
-from rag_pipeline.parsing import ParsedDocument, ParseOptions, pool
+from rag_pipeline.parsing import ParseOptions
 from rag_pipeline.parsing.pool import parse_in_workers
 from rag_pipeline_tests.conftest import needs_tesseract
 from rag_pipeline_tests.documents import long_pdf, scanned_pdf, two_column_pdf
@@ -49,29 +48,3 @@ def test_a_long_scan_is_not_stopped_while_ocr_advances_page_by_page(tmp_path: Pa
     assert outcome.error is None, outcome.error
     assert time.monotonic() - started > PER_PAGE_LIMIT  # longer than the limit in all
     assert {element.page for element in outcome.result.elements} == set(range(1, 41))
-
-
-def _worker_pid(key: str, parsed: ParsedDocument) -> int:
-    return os.getpid()
-
-
-def test_workers_started_ahead_are_the_ones_that_parse(tmp_path: Path) -> None:
-    note = tmp_path / "note.md"
-    note.write_text("# Note\n\nText.", encoding="utf-8")
-    pool.prestart_workers(1, ("json",))
-    pool._prestarted.thread.join()
-    (started,) = [worker.process.pid for worker in pool._prestarted.workers]
-    (outcome,) = parse_in_workers(
-        [("note", note)], workers=2, timeout_seconds=60, handler=_worker_pid
-    )
-    assert outcome.error is None and outcome.result == started
-    assert pool._prestarted.thread is None and pool._prestarted.workers == []
-
-
-def test_workers_started_ahead_and_not_used_are_stopped() -> None:
-    pool.prestart_workers(2)
-    pool._prestarted.thread.join()
-    processes = [worker.process for worker in pool._prestarted.workers]
-    assert len(processes) == 2 and all(process.is_alive() for process in processes)
-    pool.stop_prestarted_workers()
-    assert not any(process.is_alive() for process in processes)
