@@ -71,7 +71,10 @@ from rag_pipeline.defs.sensors import watched_folders_sensor
 from rag_pipeline.ids import DEFAULT_WORKSPACE, partition_key
 from rag_pipeline.manifest import ManifestDiff
 
-ADMIN_URL = "postgresql://rag_ci:rag_ci@127.0.0.1:5432/rag_h3"
+# The test suite's database (as .ci/run creates it); its role needs CREATEDB for the scratch ones.
+ADMIN_URL = os.environ.get(
+    "RAG_PIPELINE_TEST_POSTGRES_URL", "postgresql://rag_ci:rag_ci@127.0.0.1:5432/rag_ci"
+)
 BATCH = 100
 ASSET = "chunks"
 LOCATION = "rag_pipeline.definitions"
