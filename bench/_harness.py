@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import resource
 import subprocess
 import sys
 import threading
@@ -31,6 +32,9 @@ class Measured:
     seconds: float
     peak_rss_mb: float  # the process and its children, summed, at their peak
     stdout: str
+    # User + system CPU of the process and every descendant it waited for: unlike wall time,
+    # barely moved by other jobs sharing the cores.
+    cpu_seconds: float
 
     @property
     def summary(self) -> str:
@@ -46,6 +50,7 @@ def run_cli(*args: str | Path, env: dict[str, str] | None = None) -> Measured:
 def run_command(argv: list[str], env: dict[str, str] | None = None) -> Measured:
     """Run a command in a fresh process; wall time and peak memory of its process tree."""
     environment = os.environ | {"HF_HUB_OFFLINE": "1", "DO_NOT_TRACK": "1"} | (env or {})
+    cpu_before = children_cpu_seconds()
     started = time.perf_counter()
     process = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment
@@ -55,7 +60,13 @@ def run_command(argv: list[str], env: dict[str, str] | None = None) -> Measured:
     seconds = time.perf_counter() - started
     if process.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} failed:\n{err[-3000:]}")
-    return Measured(seconds, peak.result() / 2**20, out)
+    return Measured(seconds, peak.result() / 2**20, out, children_cpu_seconds() - cpu_before)
+
+
+def children_cpu_seconds() -> float:
+    """CPU seconds used so far by this process's waited-for children and their descendants."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 class _Peak(threading.Thread):

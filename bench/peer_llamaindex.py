@@ -29,7 +29,7 @@ from urllib.parse import unquote
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import SHARED, Measured, peak_rss_of, require_shared, run_cli
+from _harness import SHARED, Measured, require_shared, run_cli, run_command
 
 PEER = [sys.executable, str(Path(__file__).resolve())]
 
@@ -125,16 +125,7 @@ def peer_evaluate(dataset: Path, store: Path) -> None:
 
 
 def run_peer(*args: str | Path) -> Measured:
-    import subprocess
-    import time
-
-    started = time.perf_counter()
-    process = subprocess.Popen([*PEER, *map(str, args)], stdout=subprocess.PIPE, text=True)
-    peak = peak_rss_of(process.pid)
-    out, _ = process.communicate()
-    if process.returncode != 0:
-        raise RuntimeError(f"the peer failed: {args}")
-    return Measured(time.perf_counter() - started, peak.result() / 2**20, out)
+    return run_command([*PEER, *map(str, args)])
 
 
 def compare(dataset: Path, work: Path) -> None:

@@ -2,7 +2,8 @@
 
 A parser can hang or crash inside C code (MuPDF, lxml, pandoc) where no Python timeout reaches,
 so every document is parsed in a worker process that is killed when it overruns its time limit
-or replaced when it dies; the rest of the batch goes on. A parser that reports progress (OCR,
+or replaced when it dies; the rest of the batch goes on. The limit runs from the moment the
+worker holds the job, not from its start-up. A parser that reports progress (OCR,
 after each page: ``heartbeat.beat``) gets the time limit afresh after each report, so a long scan
 is not stopped while it advances.
 """
@@ -51,6 +52,9 @@ def _work(connection: multiprocessing.connection.Connection) -> None:
             return
         if job is None:
             return
+        # The job is in hand (its handler's modules imported): the time limit runs from here, so
+        # a worker's start on a busy machine does not count against a small file's limit.
+        connection.send(_BEAT)
         key, path, options, handler = job
         try:
             result: tuple[Any, str | None] = (
