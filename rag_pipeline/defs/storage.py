@@ -3,8 +3,10 @@
 A run over N documents records N planned and N materialization events per asset. Dagster's
 SQLite storage writes each event on its own connection (over 10 ms apiece here), which made the
 bookkeeping of a 1,000-document run cost more than its embeddings; dagster-postgres already
-writes such batches at once. This does the same for SQLite. Batching is on when
-``DAGSTER_EVENT_BATCH_SIZE`` is set (``rag_pipeline.definitions`` sets it).
+writes the batches a run's event log hands it at once. This does the same for SQLite. Batching is
+on when ``DAGSTER_EVENT_BATCH_SIZE`` is set (``rag_pipeline.definitions`` sets it). Neither
+storage batches the planned events ``create_run`` writes before the run starts: those stay one row
+at a time (``bench/partitions.py`` counts them).
 """
 
 from __future__ import annotations
