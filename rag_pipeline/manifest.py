@@ -3,7 +3,8 @@
 A file whose size and modification time are unchanged keeps the hash recorded for it, so an
 unchanged tree costs one ``stat`` per file. A document's version is its content hash combined
 with the version of the pipeline settings that shape its chunks and vectors (its format's parser,
-the chunker, the models), so changing one of them re-indexes exactly what it affects.
+the chunker, the models, redaction and its detectors when it is on), so changing one of them
+re-indexes exactly what it affects.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from rag_pipeline.chunking import CHUNKER_VERSION
 from rag_pipeline.config import Settings
 from rag_pipeline.embedding.image import clip_dim, clip_model_id
 from rag_pipeline.parsing import PARSER_VERSIONS, PICTURE_FORMATS, format_of
+from rag_pipeline.redaction import detectors
 
 # Bump when the payload or the way points are built changes.
 SCHEMA_VERSION = "points-1"
@@ -86,7 +88,10 @@ def pipeline_version(settings: Settings, file_type: str) -> str:
         "schema": SCHEMA_VERSION,
     }
     if settings.redaction.enabled:  # what it replaces is part of what the chunks say
-        described["redaction"] = settings.redaction.model_dump(exclude={"serve_originals"})
+        described["redaction"] = [
+            detectors.DETECTOR_VERSION,  # and so is what its detectors find
+            settings.redaction.model_dump(exclude={"serve_originals"}),
+        ]
     if images.clip_model:
         # The collection's layout: another image vector size rebuilds the collection.
         described["image_dim"] = clip_dim(images)

@@ -18,12 +18,13 @@ from dagster import AssetKey, AssetRecordsFilter
 from PIL import Image
 from pydantic import ValidationError
 
+from rag_pipeline.catalog import DocumentRecord
 from rag_pipeline.config import RedactionSettings, Settings, load_settings
 from rag_pipeline.defs.instance import get_instance
 from rag_pipeline.embedding import SparseEncoder
-from rag_pipeline.manifest import pipeline_version
+from rag_pipeline.manifest import diff_manifest, pipeline_version, scan_sources
 from rag_pipeline.parsing import Element, TextBox
-from rag_pipeline.redaction import Redactor
+from rag_pipeline.redaction import Redactor, detectors
 from rag_pipeline.store import open_vector_store
 from rag_pipeline_tests.conftest import Cli
 from rag_pipeline_tests.documents import docx_file, text_pdf
@@ -35,8 +36,28 @@ from serving.server import BackgroundServer
 VALUES = {
     "email": (["wang.li@zyxqvw.org"], ["wang.li@localhost"]),
     "phone": (
-        ["+44 20 7946 0958", "0086 10 6552 9988", "138 0013 8000", "010-65529988"],
-        ["+44 12", "12800138000"],
+        [
+            "+44 20 7946 0958",
+            "0086 10 6552 9988",
+            "+86 10 6552 9988",
+            "138 0013 8000",
+            "010-65529988",
+            "010 6552 9988",
+            "(021) 6432 1234",
+            "0755 8888 6666",
+        ],
+        [
+            "+44 12",
+            "12800138000",
+            "+86 12 3456 7890",  # neither a mobile nor an area code
+            "010 6552 998",  # Beijing's numbers have eight digits
+            "(011) 6432 1234",  # no such area code
+            "010 0552 9988",  # no local number starts with 0
+            "021 6432 1234 5678",  # a run of figures longer than any number
+            "0106 55 29 988",  # the digits of one, grouped as no number is
+            "1 234 567",  # an amount
+            "2024 03 15",  # a date
+        ],
     ),
     "cn_id": (["11010519491231002X"], ["110105194912310021"]),
     "card": (["4111 1111 1111 1111"], ["4111 1111 1111 1112", "2020 2019 2018 2017"]),
@@ -59,6 +80,61 @@ def test_each_detector_replaces_real_values_and_keeps_near_misses(kind: str) -> 
         assert counts == {kind: 1}
     for value in near_misses:
         assert redactor.text(f"Contact: {value}, today.") == f"Contact: {value}, today."
+
+
+# Values a line end splits: a text file's line break, or the space a PDF's lines are joined with.
+WRAPPED = {
+    "email": [
+        "wang.li@\nzyxqvw.org",
+        "wang.li@ zyxqvw.org",
+        "wang.li@zyxqvw.\norg",
+        "wang.li@zyxqvw\n.org",
+        "wang.li@mail.\r\nzyxqvw.org",
+    ],
+    "card": [
+        "4111 1111\n1111 1111",
+        "4111-1111-\n1111-1111",
+        "4111-1111- 1111-1111",
+        "3782 822463\n10005",
+    ],
+    "iban": ["GB82 WEST 1234\n5698 7654 32", "GB82 WEST\n1234 5698 7654 32"],
+}
+
+
+@pytest.mark.parametrize(
+    ("kind", "value"), [(kind, value) for kind, values in WRAPPED.items() for value in values]
+)
+def test_a_value_split_by_a_line_end_is_replaced_whole(kind: str, value: str) -> None:
+    redactor = Redactor(RedactionSettings(enabled=True))
+    counts: Counter[str] = Counter()
+    assert redactor.text(f"Contact: {value}, today.", counts) == (
+        f"Contact: [{kind.upper()}], today."
+    )
+    assert counts == {kind: 1}
+
+
+@pytest.mark.parametrize(
+    ("text", "redacted"),
+    [
+        # A sentence ending on an address-like word: the next one starts with a capital.
+        ("Write to wang.li@localhost. Then we met.", "Write to wang.li@localhost. Then we met."),
+        ("Write to wang.li@\nlocalhost today.", "Write to wang.li@\nlocalhost today."),
+        # Complete before the line end: the next line is not taken in.
+        ("Write to wang.li@zyxqvw.org.\nthen we met.", "Write to [EMAIL].\nthen we met."),
+        ("Keep 4111 1111\n1111 1112.", "Keep 4111 1111\n1111 1112."),  # Luhn-invalid joined
+        ("Years 2020 2019\n2018 2017.", "Years 2020 2019\n2018 2017."),
+        ("A column 4111\n1111\n1111\n1111.", "A column 4111\n1111\n1111\n1111."),
+        # The next line's figures make the joined run invalid; the value before stays found.
+        ("Card 4111 1111 1111 1111\n20 apples.", "Card [CARD]\n20 apples."),
+        ("IBAN BE68 5390 0754 7034\nTOTAL 12.", "IBAN [IBAN]\nTOTAL 12."),
+        (
+            "BE68 5390 0754 7034\nGB82 WEST 1234 5698 7654 32 paid.",
+            "[IBAN]\n[IBAN] paid.",
+        ),
+    ],
+)
+def test_a_line_end_joins_no_prose_or_figures_into_a_value(text: str, redacted: str) -> None:
+    assert Redactor(RedactionSettings(enabled=True)).text(text) == redacted
 
 
 def test_only_the_detectors_chosen_run_and_custom_patterns_mask_under_their_name() -> None:
@@ -84,6 +160,21 @@ def test_hashed_masks_are_equal_for_equal_values_and_keyed_by_the_installation(
     assert masked[0].startswith("[EMAIL:") and "ann" not in masked[0]
     assert other.text("ann@zyxqvw.org") != masked[0]  # another installation, another key
     assert (tmp_path / "a" / "redaction.key").stat().st_mode & 0o077 == 0
+
+
+def test_hashed_masks_ignore_line_ends_and_group_separators(tmp_path: Path) -> None:
+    redactor = Redactor.of(load_settings(tmp_path, redaction={"enabled": True, "mode": "hash"}))
+    assert redactor is not None
+    for kind, printed in {
+        "email": ["wang.li@zyxqvw.org", "wang.li@\nzyxqvw.org", "wang.li@zyxqvw.\norg"],
+        "card": ["4111 1111 1111 1111", "4111-1111-\n1111-1111", "4111111111111111"],
+        "iban": ["GB82 WEST 1234 5698 7654 32", "GB82WEST12345698765432"],
+    }.items():
+        masks = {redactor.text(f"Paid by {value}.") for value in printed}
+        assert len(masks) == 1 and f"[{kind.upper()}:" in masks.pop(), kind
+    assert redactor.mask("card", "4111 1111 1111 1111") != redactor.mask(
+        "card", "5555 5555 5555 4444"
+    )
 
 
 def test_boxes_follow_the_text_around_a_replaced_value() -> None:
@@ -116,6 +207,40 @@ def test_turning_redaction_on_or_changing_it_changes_every_documents_version(
     assert len(versions) == 3
     served = load_settings(tmp_path, redaction={"enabled": True, "serve_originals": True})
     assert pipeline_version(served, "markdown") == pipeline_version(on, "markdown")
+
+
+def test_a_new_detector_version_reindexes_redacted_documents_and_no_others(
+    home: Path, source: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (source / "mail.md").write_text("# Mail\n\nWrite to ann@zyxqvw.org.\n", "utf-8")
+    redacted = load_settings(home, sources=[source], redaction={"enabled": True})
+    plain = load_settings(home, sources=[source])
+    indexed = {
+        "redacted": {file.doc_id: _indexed(file) for file in scan_sources(redacted, {})[0]},
+        "plain": {file.doc_id: _indexed(file) for file in scan_sources(plain, {})[0]},
+    }
+    monkeypatch.setattr(detectors, "DETECTOR_VERSION", detectors.DETECTOR_VERSION + 1)
+    diffs = {
+        name: diff_manifest(*scan_sources(settings, indexed[name]), indexed[name], {})
+        for name, settings in (("redacted", redacted), ("plain", plain))
+    }
+    assert (diffs["redacted"].changed, diffs["redacted"].unchanged) == (["docs/mail.md"], [])
+    assert (diffs["plain"].changed, diffs["plain"].unchanged) == ([], ["docs/mail.md"])
+
+
+def _indexed(file: Any) -> DocumentRecord:
+    return DocumentRecord(
+        doc_id=file.doc_id,
+        source=file.source,
+        relative_path=file.relative_path,
+        file_type=file.file_type,
+        size=file.size,
+        mtime_ns=file.mtime_ns,
+        sha256=file.sha256,
+        version=file.version,
+        state="indexed",
+        indexed_version=file.version,
+    )
 
 
 def _paragraphs() -> list[str]:
@@ -279,22 +404,56 @@ def _mean_inside(picture: Image.Image, rect: pymupdf.Rect, dpi: int = 110) -> fl
     return sum(pixels) / len(pixels)
 
 
-def test_a_value_the_pdf_wraps_over_two_lines_is_blacked_out_on_both(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("line_one", "line_two", "parts", "kept_line", "kept"),
+    [
+        (
+            "Pay with the card 4111 1111",
+            "1111 1111 today.",
+            ("4111 1111", "1111 1111"),
+            "Keep the order 4111 1111 1111 1112.",
+            "4111 1111 1111 1112",
+        ),
+        (
+            "Write to wang.li@",
+            "zyxqvw.org today.",
+            ("wang.li@", "zyxqvw.org"),
+            "Keep wang.li@localhost. Then we met.",
+            "wang.li@localhost",
+        ),
+        (
+            "Write to wang.li@zyxqvw.",
+            "org today.",
+            ("wang.li@zyxqvw.", "org"),
+            "Keep wang.li@localhost. Then we met.",
+            "wang.li@localhost",
+        ),
+    ],
+    ids=["card", "email-at", "email-dot"],
+)
+def test_a_value_the_pdf_wraps_over_two_lines_is_blacked_out_on_both(
+    tmp_path: Path,
+    line_one: str,
+    line_two: str,
+    parts: tuple[str, str],
+    kept_line: str,
+    kept: str,
+) -> None:
     with pymupdf.open() as document:
         page = document.new_page(width=595, height=842)
-        page.insert_text((72, 100), "Pay with the card 4111 1111", fontsize=10)
-        page.insert_text((72, 112.5), "1111 1111 today.", fontsize=10)
-        page.insert_text((72, 150), "Keep the order 4111 1111 1111 1112.", fontsize=10)
+        page.insert_text((72, 100), line_one, fontsize=10)
+        page.insert_text((72, 112.5), line_two, fontsize=10)
+        page.insert_text((72, 150), kept_line, fontsize=10)
         document.save(tmp_path / "wrapped.pdf")
-        [first] = page.search_for("4111 1111", clip=pymupdf.Rect(0, 90, 595, 100))
-        [second] = page.search_for("1111 1111", clip=pymupdf.Rect(0, 105, 595, 112))
-        [kept] = page.search_for("4111 1111 1111 1112")
+        [first] = page.search_for(parts[0], clip=pymupdf.Rect(0, 90, 595, 100))
+        [second] = page.search_for(parts[1], clip=pymupdf.Rect(0, 105, 595, 112))
+        [near_miss] = page.search_for(kept)
     png = render_page(
         tmp_path / "wrapped.pdf", 1, [], dpi=110, redactor=Redactor(RedactionSettings(enabled=True))
     )
     shown = Image.open(io.BytesIO(png)).convert("L")
     assert _mean_inside(shown, first) < 20 and _mean_inside(shown, second) < 20
-    assert _mean_inside(shown, kept) > 120
+    assert _mean_inside(shown, near_miss) > 120
 
 
 def test_settings_turn_redaction_off_by_default(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from rag_pipeline.config import RedactionSettings, Settings
 from rag_pipeline.parsing import Element, ParsedDocument, TextBox
-from rag_pipeline.redaction.detectors import BUILT_IN, PRIORITY, Detector
+from rag_pipeline.redaction.detectors import BUILT_IN, PRIORITY, WRAP, Detector, canonical
 
 KEY_FILE = "redaction.key"
 # What a replaced value reads as: the masks of every detector, with or without a hash.
@@ -61,9 +61,8 @@ class Redactor:
         where two overlap."""
         found: list[tuple[int, int, int, str]] = []  # start, priority, end, kind
         for priority, detector in enumerate(self.detectors):
-            for match in detector.pattern.finditer(text):
-                if match.end() > match.start() and detector.valid(match.group()):
-                    found.append((match.start(), priority, match.end(), detector.name))
+            for start, end in _spans(detector, text, 0, len(text)):
+                found.append((start, priority, end, detector.name))
         kept: list[Found] = []
         taken: list[tuple[int, int]] = []
         for start, _, end, kind in sorted(found, key=lambda f: (f[1], f[0])):
@@ -75,6 +74,7 @@ class Redactor:
     def mask(self, kind: str, value: str) -> str:
         if not self.hashed:
             return f"[{kind.upper()}]"
+        value = canonical(kind, value)
         digest = hmac.new(self._key, value.encode("utf-8"), hashlib.sha256).hexdigest()[:8]
         return f"[{kind.upper()}:{digest}]"
 
@@ -124,6 +124,27 @@ class Redactor:
             return text, moves
         parts.append(text[position:])
         return "".join(parts), moves
+
+
+def _spans(detector: Detector, text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """Where ``detector`` finds valid values in ``text[start:end]``.
+
+    A candidate joined over a line end (``WRAP``) that fails its check is scanned again as the
+    lines it spans, as if they had never been joined: a card number at a line's end stays one
+    when the next line starts with figures that make the joined run Luhn-invalid.
+    """
+    position = start
+    while match := detector.pattern.search(text, position, end):
+        if match.end() == match.start():
+            position = match.end() + 1  # an empty match (a custom pattern) finds nothing
+        elif detector.valid(match.group()):
+            yield match.span()
+            position = match.end()
+        elif wrap := WRAP.search(text, match.start(), match.end()):
+            yield from _spans(detector, text, match.start(), wrap.start())
+            position = max(wrap.start(), match.start() + 1)
+        else:
+            position = match.end()
 
 
 def _moved(offset: int, moves: list[tuple[int, int, int, int]], *, end: bool) -> int:
