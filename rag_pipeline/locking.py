@@ -134,6 +134,9 @@ def index_lock(home: Path, *, timeout_seconds: float = 3600.0) -> Iterator[None]
                 lock.release()
 
 
+_PROBE_SECONDS = 5.0
+
+
 def _run_lock_path(home: Path, run_id: str) -> Path:
     return home.resolve() / "run-locks" / f"{run_id}.lock"
 
@@ -144,7 +147,7 @@ def run_lock(home: Path, run_id: str, *, timeout_seconds: float = 3600.0) -> Ite
     for a planner counts as alive), then the home's indexing lock shared with other runs,
     unless this process holds that one already (the CLI's in-process run)."""
     own = FileLock(_run_lock_path(home, run_id))
-    if not own.acquire(0):
+    if not own.acquire(_PROBE_SECONDS):  # a probe (is_locked) holds it for an instant
         raise LockTimeout(f"run {run_id} is already running")
     own.describe_holder(str(os.getpid()))
     shared = None
@@ -175,10 +178,16 @@ def run_lock_state(home: Path, run_id: str) -> tuple[bool, int | None] | None:
 
 
 def forget_run_locks(home: Path, keep: set[str]) -> None:
-    """Remove the lock files of the runs not in ``keep`` that no process holds."""
+    """Remove the lock files of the runs not in ``keep`` that no process holds (and that are
+    not being taken: those written in the last minute stay)."""
     folder = _run_lock_path(home, "-").parent
+    recent = time.time() - 60.0
     for path in folder.glob("*.lock") if folder.exists() else []:
-        if path.stem not in keep and not is_locked(path):
+        try:
+            fresh = path.stat().st_mtime > recent
+        except FileNotFoundError:
+            continue
+        if path.stem not in keep and not fresh and not is_locked(path):
             path.unlink(missing_ok=True)
 
 

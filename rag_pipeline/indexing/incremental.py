@@ -3,7 +3,8 @@
 It first mends what an interrupted run or a damaged store left (``commit.repair_pending``,
 ``checks.verify_collections``), then finds what changed without Dagster, and only when something
 did runs it as one Dagster run in this process (Dagster takes over a second to import and
-open; an unchanged re-run needs none of it).
+open; an unchanged re-run needs none of it), or, with ``parallel``, as runs in Dagster's queue
+(``defs/queue.py``).
 """
 
 from __future__ import annotations

@@ -7,12 +7,14 @@ change set is cut into runs (``indexing.run_documents``, ``dagster.max_concurren
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -26,7 +28,7 @@ from rag_pipeline.config import load_settings
 from rag_pipeline.defs.instance import get_instance, write_instance_config
 from rag_pipeline.defs.runs import index_documents_job
 from rag_pipeline.faults import FAULT_ENV, FAULT_ONCE_ENV
-from rag_pipeline_tests.conftest import Cli
+from rag_pipeline_tests.conftest import POSTGRES_URL, Cli
 from rag_pipeline_tests.index_state import inconsistencies, live_records
 
 _KILLED_RUN_MARKER = "kill-one-run"
@@ -172,6 +174,19 @@ def _most_at_once(records: list[RunRecord]) -> int:
     return most
 
 
+def _store_writes_overlap(home: Path, records: list[RunRecord]) -> bool:
+    """Whether two runs' ``qdrant_points`` steps (the embedded store's writes) overlapped."""
+    with get_instance(load_settings(home)) as instance:
+        windows = sorted(
+            (stats.start_time or 0.0, stats.end_time or 0.0)
+            for record in records
+            for stats in instance.get_run_step_stats(
+                record.dagster_run.run_id, step_keys=["qdrant_points"]
+            )
+        )
+    return any(later[0] < earlier[1] for earlier, later in itertools.pairwise(windows))
+
+
 def _materialized_once_each(home: Path) -> dict[str, int]:
     """How many times each document's ``qdrant_points`` partition was materialized."""
     with get_instance(load_settings(home)) as instance:
@@ -189,8 +204,34 @@ def _notes(source: Path, count: int) -> set[str]:
     return {f"docs/n{number}.md" for number in range(count)}
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def dagster_storage(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """Dagster's storage: SQLite in the home, or a PostgreSQL database of the test's own."""
+    if request.param == "sqlite":
+        yield "sqlite"
+        return
+    if not POSTGRES_URL:
+        pytest.skip("set RAG_PIPELINE_TEST_POSTGRES_URL to a PostgreSQL database")
+    import psycopg2
+
+    name = f"rag_ci_parallel_{uuid.uuid4().hex[:8]}"
+    connection = psycopg2.connect(POSTGRES_URL)
+    connection.autocommit = True
+    connection.cursor().execute(f"CREATE DATABASE {name}")
+    monkeypatch.setenv(
+        "RAG_PIPELINE_DAGSTER__POSTGRES_URL", POSTGRES_URL.rsplit("/", 1)[0] + f"/{name}"
+    )
+    try:
+        yield "postgres"
+    finally:
+        connection.cursor().execute(f"DROP DATABASE {name} WITH (FORCE)")
+        connection.close()
+
+
 def test_index_parallel_queues_runs_of_run_documents_at_most_n_at_a_time_each_document_once(
-    cli: Cli, home: Path, source: Path, monkeypatch: pytest.MonkeyPatch
+    cli: Cli, home: Path, source: Path, dagster_storage: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("RAG_PIPELINE_INDEXING__RUN_DOCUMENTS", "2")
     documents = _notes(source, 5)
@@ -201,6 +242,7 @@ def test_index_parallel_queues_runs_of_run_documents_at_most_n_at_a_time_each_do
     assert len(records) == 3
     assert all(record.dagster_run.status == DagsterRunStatus.SUCCESS for record in records)
     assert _most_at_once(records) <= 2
+    assert not _store_writes_overlap(home, records)  # the vector_store pool's one slot
     assert _materialized_once_each(home) == dict.fromkeys(sorted(documents), 1)
     assert {d for d, r in live_records(home).items() if r.state == "indexed"} == documents
     assert inconsistencies(home) == []  # points per document = its chunks, none left over
