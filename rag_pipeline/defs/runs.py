@@ -37,9 +37,7 @@ index_documents_job = define_asset_job(
 
 TRIGGER_TAG = "rag_pipeline/trigger"
 WORKSPACE_TAG = "rag_pipeline/workspace"
-
-
-PLAN_TAG = "rag_pipeline/plan"
+PLAN_TAG = "rag_pipeline/plan"  # the runs one plan was cut into share it
 
 
 @dataclass(frozen=True, slots=True)
