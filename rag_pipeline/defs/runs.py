@@ -127,14 +127,14 @@ def fail_abandoned_runs(instance: DagsterInstance, settings: Settings) -> list[s
             continue  # another workspace's locks tell about it
         run_id = record.dagster_run.run_id
         started_runs.add(run_id)
-        state = run_lock_state(settings.home, run_id)
-        if state is None:
+        holding, pid = run_lock_state(settings.home, run_id) or (False, None)
+        if holding:
+            dead = False
+        elif pid is None:  # it never took its lock (or is taking it this instant)
             started = record.start_time or record.create_timestamp.timestamp()
             dead = time.time() - started > _LOCK_TAKEN_WITHIN_SECONDS
-        else:
-            # Let go of: dead, unless its process lives on, recording its success.
-            holding, pid = state
-            dead = not holding and (pid is None or not process_alive(pid))
+        else:  # it let go: dead, unless its process lives on, recording its success
+            dead = not process_alive(pid)
         if dead:
             instance.report_run_failed(
                 record.dagster_run,
