@@ -285,7 +285,7 @@ def _workspace(args: argparse.Namespace) -> int:
 
 def _index(args: argparse.Namespace) -> int:
     from rag_pipeline.embedding.image import ImageModelError
-    from rag_pipeline.indexing.incremental import NoDaemon, index_once
+    from rag_pipeline.indexing.incremental import NoDaemon, RunsInProgress, index_once
 
     settings = _settings(args)
     if args.source:
@@ -307,6 +307,11 @@ def _index(args: argparse.Namespace) -> int:
         )
     except ImageModelError as error:  # e.g. CLIP configured without the image extra
         raise UserError(str(error)) from error
+    except RunsInProgress as error:
+        raise UserError(
+            f"{error}: --parallel plans while no run of the workspace is queued or in "
+            "progress; try again when they end"
+        ) from error
     except NoDaemon as error:
         raise UserError(
             f"{error}: start one (`dagster-daemon run`, or `rag-pipeline ui`) or index without "

@@ -142,10 +142,14 @@ def _run_lock_path(home: Path, run_id: str) -> Path:
 
 
 @contextmanager
-def run_lock(home: Path, run_id: str, *, timeout_seconds: float = 3600.0) -> Iterator[None]:
+def run_lock(
+    home: Path, run_id: str, *, alone: bool = False, timeout_seconds: float = 3600.0
+) -> Iterator[None]:
     """Hold what a Dagster run holds while it runs: its own lock (first, so that a run waiting
-    for a planner counts as alive), then the home's indexing lock shared with other runs,
-    unless this process holds that one already (the CLI's in-process run)."""
+    for a planner counts as alive), then the home's indexing lock, shared with the other runs
+    of a plan (their documents are disjoint) or, ``alone``, held alone (a run no plan made, say
+    from the Dagster UI, may name any document); unless this process holds that lock already
+    (the CLI's in-process run)."""
     own = FileLock(_run_lock_path(home, run_id))
     if not own.acquire(_PROBE_SECONDS):  # a probe (is_locked) holds it for an instant
         raise LockTimeout(f"run {run_id} is already running")
@@ -156,9 +160,9 @@ def run_lock(home: Path, run_id: str, *, timeout_seconds: float = 3600.0) -> Ite
             planning = index_lock_path(home) in _held
         if not planning:
             shared = FileLock(index_lock_path(home))
-            waiting = f"a plan is being made for {home}; waiting for it"
-            if not shared.acquire(timeout_seconds, waiting=waiting, shared=True):
-                raise LockTimeout(f"{home} was planned for more than {timeout_seconds:g} s")
+            waiting = f"another plan or run holds {home}; waiting for it"
+            if not shared.acquire(timeout_seconds, waiting=waiting, shared=not alone):
+                raise LockTimeout(f"{home} was held for more than {timeout_seconds:g} s")
         yield
     finally:
         if shared is not None:

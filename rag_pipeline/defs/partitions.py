@@ -26,6 +26,8 @@ documents_partitions = DynamicPartitionsDefinition(name=DOCUMENTS)
 
 RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
+# The runs one plan was cut into share it; their ranges are disjoint (defs/runs.py).
+PLAN_TAG = "rag_pipeline/plan"
 
 
 def arrange_partitions(

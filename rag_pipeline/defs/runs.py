@@ -19,7 +19,7 @@ from dagster import (
 
 from rag_pipeline.config import Settings
 from rag_pipeline.defs.assets import document_assets
-from rag_pipeline.defs.partitions import arrange_partition_ranges, arrange_partitions
+from rag_pipeline.defs.partitions import PLAN_TAG, arrange_partition_ranges, arrange_partitions
 from rag_pipeline.ids import DEFAULT_WORKSPACE
 from rag_pipeline.locking import forget_run_locks, process_alive, run_lock_state
 from rag_pipeline.manifest import ManifestDiff
@@ -35,9 +35,15 @@ index_documents_job = define_asset_job(
     description="Index the selected documents: parse, chunk, embed, write points.",
 )
 
+ACTIVE_STATUSES = [
+    DagsterRunStatus.QUEUED,
+    DagsterRunStatus.NOT_STARTED,
+    DagsterRunStatus.STARTING,
+    DagsterRunStatus.STARTED,
+]
+
 TRIGGER_TAG = "rag_pipeline/trigger"
 WORKSPACE_TAG = "rag_pipeline/workspace"
-PLAN_TAG = "rag_pipeline/plan"  # the runs one plan was cut into share it
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dagster import (
     DagsterInstance,
-    DagsterRunStatus,
     DefaultScheduleStatus,
     DefaultSensorStatus,
     RunRequest,
@@ -21,6 +20,7 @@ from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import Settings, load_settings
 from rag_pipeline.defs.partitions import remove_other_workspaces_partitions
 from rag_pipeline.defs.runs import (
+    ACTIVE_STATUSES,
     TRIGGER_TAG,
     fail_abandoned_runs,
     index_documents_job,
@@ -30,13 +30,6 @@ from rag_pipeline.defs.runs import (
 from rag_pipeline.indexing.incremental import find_work
 from rag_pipeline.locking import LockTimeout, index_lock
 from rag_pipeline.workspaces import list_workspaces
-
-_ACTIVE = [
-    DagsterRunStatus.QUEUED,
-    DagsterRunStatus.NOT_STARTED,
-    DagsterRunStatus.STARTING,
-    DagsterRunStatus.STARTED,
-]
 
 
 def _index_run_requests(instance: DagsterInstance, trigger: str) -> list[RunRequest] | SkipReason:
@@ -49,7 +42,7 @@ def _index_run_requests(instance: DagsterInstance, trigger: str) -> list[RunRequ
     busy = {
         workspace_of_run(run.tags)
         for run in instance.get_runs(
-            RunsFilter(job_name=index_documents_job.name, statuses=_ACTIVE)
+            RunsFilter(job_name=index_documents_job.name, statuses=ACTIVE_STATUSES)
         )
     }
     requests, skipped = [], []

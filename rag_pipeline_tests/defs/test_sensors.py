@@ -146,3 +146,34 @@ def test_a_run_whose_process_died_after_taking_the_lock_is_marked_failed(home: P
         _hold_run_lock_in_a_process_that_ends(home, run_id)
         assert fail_abandoned_runs(instance, load_settings(home)) == [run_id]
         assert instance.get_run_by_id(run_id).status == DagsterRunStatus.FAILURE
+
+
+def test_a_run_no_plan_made_waits_for_the_runs_of_a_plan_which_run_side_by_side(
+    home: Path,
+) -> None:
+    from rag_pipeline.locking import LockTimeout
+
+    with (
+        run_lock(home, "planned-1"),
+        run_lock(home, "planned-2"),
+        pytest.raises(LockTimeout),
+        run_lock(home, "from-the-ui", alone=True, timeout_seconds=0.2),
+    ):
+        pass
+
+
+def test_index_parallel_refuses_to_plan_while_a_run_of_the_workspace_is_in_progress(
+    cli: Cli, home: Path, watched: Path
+) -> None:
+    (watched / "a.md").write_text("# A\n\nText.", encoding="utf-8")
+    with get_instance(load_settings(home)) as instance:
+        instance.add_run(
+            DagsterRun(
+                job_name="index_documents",
+                status=DagsterRunStatus.STARTED,  # just now: not abandoned
+                tags={WORKSPACE_TAG: "default"},
+            )
+        )
+    result = cli("index", "--home", home, "--parallel", "2")
+    assert result.code != 0
+    assert "is started: --parallel plans while no run of the workspace" in result.err
