@@ -78,6 +78,14 @@ def _parser() -> argparse.ArgumentParser:
         "(default: the remembered folders, or <home>/inbox)",
     )
     index.add_argument("--retry-failed", action="store_true", help="retry documents that failed")
+    index.add_argument(
+        "--parallel",
+        type=int,
+        metavar="N",
+        help="queue the changes as Dagster runs of indexing.run_documents documents, N at a "
+        "time, each in its own process, and wait for them (a dagster-daemon runs the queue: "
+        "the running one, else one started for the command); default: one run in this process",
+    )
 
     status = command("status", _status, "Show every document's state.")
     status.add_argument("--json", action="store_true", help="print JSON")
@@ -277,7 +285,7 @@ def _workspace(args: argparse.Namespace) -> int:
 
 def _index(args: argparse.Namespace) -> int:
     from rag_pipeline.embedding.image import ImageModelError
-    from rag_pipeline.indexing.incremental import index_once
+    from rag_pipeline.indexing.incremental import NoDaemon, RunsInProgress, index_once
 
     settings = _settings(args)
     if args.source:
@@ -285,10 +293,30 @@ def _index(args: argparse.Namespace) -> int:
         settings = settings.add_sources(args.source)
     elif not settings.sources:
         (settings.home / "inbox").mkdir(parents=True, exist_ok=True)
+    if args.parallel is not None:
+        if args.parallel < 1:
+            raise UserError("--parallel needs at least 1 run at a time")
+        dagster = settings.dagster.model_copy(update={"max_concurrent_runs": args.parallel})
+        settings = settings.model_copy(update={"dagster": dagster})
     try:
-        outcome = index_once(settings, retry_failed=args.retry_failed, verbose=args.verbose)
+        outcome = index_once(
+            settings,
+            retry_failed=args.retry_failed,
+            verbose=args.verbose,
+            parallel=args.parallel,
+        )
     except ImageModelError as error:  # e.g. CLIP configured without the image extra
         raise UserError(str(error)) from error
+    except RunsInProgress as error:
+        raise UserError(
+            f"{error}: --parallel plans while no run of the workspace is queued or in "
+            "progress; try again when they end"
+        ) from error
+    except NoDaemon as error:
+        raise UserError(
+            f"{error}: start one (`dagster-daemon run`, or `rag-pipeline ui`) or index without "
+            "--parallel; the queued runs start once a daemon runs"
+        ) from error
     diff = outcome.diff
     if not outcome.succeeded:
         print(

@@ -67,6 +67,13 @@ class IndexingSettings(BaseModel):
     sensor_seconds: int = Field(
         30, ge=1, description="How often Dagster's sensor scans the watched folders."
     )
+    run_documents: int = Field(
+        1000,
+        ge=1,
+        description="Most documents in one queued run: the sensor and `index --parallel` split "
+        "a larger change set into several runs, which Dagster's queue runs side by side "
+        "(dagster.max_concurrent_runs at a time). `index` without --parallel is one run.",
+    )
 
     def retry_delay(self, attempts: int) -> float:
         """Seconds until a document that failed ``attempts`` times in a row is tried again."""
@@ -248,6 +255,12 @@ class DagsterSettings(BaseModel):
         None,
         description="postgresql://user:password@host:port/db for Dagster's run, event and "
         "schedule storage. Unset: SQLite under <home>/dagster.",
+    )
+    max_concurrent_runs: int = Field(
+        1,
+        ge=1,
+        description="Queued runs Dagster starts at a time, each in its own process; writes to "
+        "the embedded vector store still take turns (a concurrency pool of one).",
     )
 
 

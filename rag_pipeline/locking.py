@@ -2,10 +2,13 @@
 
 - :class:`FileLock`: one holder at a time, whoever it is (another process, or another object in
   this process); what the embedded vector store needs, since its engine damages a shard that
-  another process opens at the same time (see ``store/edge.py``).
-- :func:`index_lock`: one indexing run at a time per home folder, whoever starts it (CLI, sensor,
-  Dagster UI); re-entrant within a process, so the CLI can hold it across planning and the
-  Dagster run it then executes in-process.
+  another process opens at the same time (see ``store/edge.py``). Shared holders, if asked.
+- :func:`index_lock`: the home folder to oneself, for planning (repairs, finding changes) and
+  for the CLI's in-process run, whoever starts it (CLI, sensor); re-entrant within a process,
+  so the CLI can hold it across planning and the Dagster run it then executes in-process.
+- :func:`run_lock`: what a Dagster run holds while it runs: the home folder shared with the
+  other runs (their documents are disjoint: one plan made them), and a lock of its own that
+  tells whether its process still lives (:func:`run_lock_state`).
 """
 
 from __future__ import annotations
@@ -37,18 +40,22 @@ class FileLock:
         self.path = path
         self._descriptor: int | None = None
 
-    def acquire(self, timeout_seconds: float, *, waiting: str | None = None) -> bool:
+    def acquire(
+        self, timeout_seconds: float, *, waiting: str | None = None, shared: bool = False
+    ) -> bool:
         """Take the lock within ``timeout_seconds``; False if another holder kept it.
 
-        ``waiting`` is logged once when the lock is not free at first.
+        ``waiting`` is logged once when the lock is not free at first. A ``shared`` holder
+        admits other shared holders, and excludes exclusive ones.
         """
         self.path.parent.mkdir(parents=True, exist_ok=True)
         descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         deadline = time.monotonic() + timeout_seconds
         announced = False
+        mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
         while True:
             try:
-                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(descriptor, mode | fcntl.LOCK_NB)
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     os.close(descriptor)
@@ -62,7 +69,7 @@ class FileLock:
                 return True
 
     def describe_holder(self, text: str) -> None:
-        """Write who holds the lock into its file (read by :func:`last_holder`)."""
+        """Write who holds the lock into its file (read by :func:`run_lock_state`)."""
         if self._descriptor is None:
             raise RuntimeError("describe_holder() without holding the lock")
         os.ftruncate(self._descriptor, 0)
@@ -99,9 +106,8 @@ def index_lock_path(home: Path) -> Path:
 
 
 @contextmanager
-def index_lock(home: Path, *, timeout_seconds: float = 3600.0, holder: str = "") -> Iterator[None]:
-    """Hold the home's indexing lock; ``holder`` (a Dagster run id) is written into it, with
-    this process's id."""
+def index_lock(home: Path, *, timeout_seconds: float = 3600.0) -> Iterator[None]:
+    """Hold the home's indexing lock, alone: no run, and no other planner, meanwhile."""
     path = index_lock_path(home)
     with _guard:
         lock, depth = _held.get(path, (None, 0))
@@ -116,8 +122,6 @@ def index_lock(home: Path, *, timeout_seconds: float = 3600.0, holder: str = "")
             )
         with _guard:
             _held[path] = (lock, 1)
-    if holder:
-        lock.describe_holder(f"{holder} {os.getpid()}")
     try:
         yield
     finally:
@@ -130,19 +134,65 @@ def index_lock(home: Path, *, timeout_seconds: float = 3600.0, holder: str = "")
                 lock.release()
 
 
-def index_is_running(home: Path) -> bool:
-    """Whether another process, or another thread here, is indexing this home right now."""
-    return is_locked(index_lock_path(home))
+_PROBE_SECONDS = 5.0
 
 
-def last_holder(home: Path) -> tuple[str, int | None]:
-    """(what the current or last holder of the home's indexing lock said it was, its process
-    id); ("", None) when none said."""
+def _run_lock_path(home: Path, run_id: str) -> Path:
+    return home.resolve() / "run-locks" / f"{run_id}.lock"
+
+
+@contextmanager
+def run_lock(
+    home: Path, run_id: str, *, alone: bool = False, timeout_seconds: float = 3600.0
+) -> Iterator[None]:
+    """Hold what a Dagster run holds while it runs: its own lock (first, so that a run waiting
+    for a planner counts as alive), then the home's indexing lock, shared with the other runs
+    of a plan (their documents are disjoint) or, ``alone``, held alone (a run no plan made, say
+    from the Dagster UI, may name any document); unless this process holds that lock already
+    (the CLI's in-process run)."""
+    own = FileLock(_run_lock_path(home, run_id))
+    if not own.acquire(_PROBE_SECONDS):  # a probe (is_locked) holds it for an instant
+        raise LockTimeout(f"run {run_id} is already running")
+    own.describe_holder(str(os.getpid()))
+    shared = None
     try:
-        holder, _, pid = index_lock_path(home).read_text().partition(" ")
+        with _guard:
+            planning = index_lock_path(home) in _held
+        if not planning:
+            shared = FileLock(index_lock_path(home))
+            waiting = f"another plan or run holds {home}; waiting for it"
+            if not shared.acquire(timeout_seconds, waiting=waiting, shared=not alone):
+                raise LockTimeout(f"{home} was held for more than {timeout_seconds:g} s")
+        yield
+    finally:
+        if shared is not None:
+            shared.release()
+        own.release()
+
+
+def run_lock_state(home: Path, run_id: str) -> tuple[bool, int | None] | None:
+    """None when the run never took its lock here; else (whether it holds it now, the process
+    id it recorded)."""
+    path = _run_lock_path(home, run_id)
+    try:
+        pid = path.read_text()
     except OSError:
-        return "", None
-    return holder, int(pid) if pid.isdigit() else None
+        return None
+    return is_locked(path), int(pid) if pid.isdigit() else None
+
+
+def forget_run_locks(home: Path, keep: set[str]) -> None:
+    """Remove the lock files of the runs not in ``keep`` that no process holds (and that are
+    not being taken: those written in the last minute stay)."""
+    folder = _run_lock_path(home, "-").parent
+    recent = time.time() - 60.0
+    for path in folder.glob("*.lock") if folder.exists() else []:
+        try:
+            fresh = path.stat().st_mtime > recent
+        except FileNotFoundError:
+            continue
+        if path.stem not in keep and not fresh and not is_locked(path):
+            path.unlink(missing_ok=True)
 
 
 def process_alive(pid: int) -> bool:

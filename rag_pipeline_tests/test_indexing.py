@@ -333,6 +333,36 @@ def test_the_consistency_checks_name_missing_and_orphan_points_and_flag_their_re
     assert inconsistencies(home) == []
 
 
+def test_a_run_repairs_only_its_own_documents_not_another_live_runs_uncommitted_points(
+    cli: Cli, home: Path, source: Path
+) -> None:
+    from rag_pipeline.indexing.commit import repair_pending, write_points
+
+    (source / "guide.md").write_text(GUIDE, encoding="utf-8")
+    (source / "note.md").write_text("# Note\n\nA short note.", encoding="utf-8")
+    cli("index", "--home", home, "--source", source)
+    indexer = Indexer(load_settings(home))
+    try:
+        collection = indexer.collection.name
+        # Another run, alive, writing guide.md's next version: marked, upserted, not committed.
+        indexer.catalog.mark_for_repair(collection, ["docs/guide.md"])
+        uncommitted = _guide_points(indexer)[0]
+        uncommitted.point_id = "00000000-0000-0000-0000-00000000cafe"
+        uncommitted.payload["version"] = "its-next-version"
+        indexer.store.upsert([uncommitted])
+        indexer.plan(["docs/note.md"])
+        write_points(indexer, ["docs/note.md"])  # this run, over its own document
+        assert indexer.catalog.repairs(collection) == ["docs/guide.md"]
+        chunks = live_records(home)["docs/guide.md"].chunks
+        assert indexer.store.count("docs/guide.md") == chunks + 1
+        # Once no run writes (the next plan), the mark left by a run that died is repaired.
+        repair_pending(indexer.settings, indexer.catalog, opened={collection: indexer.store})
+        assert indexer.catalog.repairs(collection) == []
+        assert indexer.store.count("docs/guide.md") == chunks
+    finally:
+        indexer.close()
+
+
 def _guide_points(indexer: Indexer) -> list[Any]:
     from rag_pipeline.indexing.points import VectorModels, points_from_cache
     from rag_pipeline.store.schema import DocumentFacts

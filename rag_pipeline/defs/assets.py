@@ -164,6 +164,7 @@ def image_embeddings(
 
 
 _QDRANT_POINTS = AssetKey("qdrant_points")
+VECTOR_STORE_POOL = "vector_store"
 CHECKS = {
     "every_chunk_has_point": "Each indexed document has exactly one point per chunk.",
     "no_orphan_points": "Every point belongs to a document's indexed version.",
@@ -181,16 +182,22 @@ CHECKS = {
         AssetCheckSpec(name, asset=_QDRANT_POINTS, description=description)
         for name, description in CHECKS.items()
     ],
+    # One run at a time writes the embedded store (its pool limit is set in the instance's
+    # configuration, defs/instance.py; none with a Qdrant server); the stages before it are free.
+    pool=VECTOR_STORE_POOL,
 )
 def qdrant_points(
     context: AssetExecutionContext, indexing: IndexingResource
 ) -> Iterator[MaterializeResult | AssetCheckResult | AssetCheckEvaluation]:
     indexer = indexing.indexer
     doc_ids = indexing.documents(context.partition_keys)
-    yield record_per_document(context, write_points(indexer, doc_ids))
-    keys = dict(zip(doc_ids, context.partition_keys, strict=True))
-    for name, outcome in run_checks(indexer, doc_ids).items():
-        yield from _check_events(name, outcome, keys)
+    try:
+        yield record_per_document(context, write_points(indexer, doc_ids))
+        keys = dict(zip(doc_ids, context.partition_keys, strict=True))
+        for name, outcome in run_checks(indexer, doc_ids).items():
+            yield from _check_events(name, outcome, keys)
+    finally:
+        indexer.close_store()  # the next run's write may start as this step ends
 
 
 def _check_events(

@@ -39,11 +39,15 @@ def instance_config(settings: Settings) -> dict[str, Any]:
         },
         "telemetry": {"enabled": False},
         "python_logs": {"managed_python_loggers": ["rag_pipeline"], "python_log_level": "INFO"},
-        # One indexing run at a time; the per-home file lock also covers CLI runs.
-        "concurrency": {"runs": {"max_concurrent_runs": 1}},
+        "concurrency": concurrency_config(settings),
         # Fails runs stuck starting, and runs whose worker died where the run launcher can
         # tell (Docker, Kubernetes); local processes are covered by runs.fail_abandoned_runs.
-        "run_monitoring": {"enabled": True, "start_timeout_seconds": 180},
+        # A dead run's concurrency slot is given back a minute after it is marked failed.
+        "run_monitoring": {
+            "enabled": True,
+            "start_timeout_seconds": 180,
+            "free_slots_after_run_end_seconds": 60,
+        },
     }
     if settings.dagster.postgres_url:
         config["storage"] = {
@@ -67,6 +71,16 @@ def instance_config(settings: Settings) -> dict[str, Any]:
                 "config": {"base_dir": str(base / "schedules")},
             },
         }
+    return config
+
+
+def concurrency_config(settings: Settings) -> dict[str, Any]:
+    """Queued runs side by side (``dagster.max_concurrent_runs``), each in its own process;
+    the embedded vector store written by one run at a time (the pool ``qdrant_points`` claims,
+    of one slot). A Qdrant server takes every run's writes at once."""
+    config: dict[str, Any] = {"runs": {"max_concurrent_runs": settings.dagster.max_concurrent_runs}}
+    if not settings.store.url:  # the embedded engine, or qdrant-client's local mode
+        config["pools"] = {"default_limit": 1}
     return config
 
 

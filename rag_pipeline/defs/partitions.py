@@ -4,7 +4,9 @@ under ``/<workspace>/`` outside the default workspace: ``ids.partition_key``).
 A Dagster run covers one contiguous range of partition keys, and dynamic partitions are ordered
 by when they were added. So before a run, the documents it must handle are removed and added
 again, which moves them to the end in one contiguous range; materialization history survives
-this. One run, one process, however many documents changed.
+this. A run over a range of partitions is one process, however many documents it has; a large
+range is cut into several runs (``indexing.run_documents``), which the run queue may run side by
+side.
 """
 
 from __future__ import annotations
@@ -24,13 +26,30 @@ documents_partitions = DynamicPartitionsDefinition(name=DOCUMENTS)
 
 RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
+# The runs one plan was cut into share it; their ranges are disjoint (defs/runs.py).
+PLAN_TAG = "rag_pipeline/plan"
 
 
 def arrange_partitions(
     instance: DagsterInstance, workspace: str, documents: list[str], listed: Iterable[str]
 ) -> dict[str, str]:
     """Make the partitions of a workspace's ``documents`` one contiguous range and return the
-    run tags for it.
+    run tags for it (see :func:`arrange_partition_ranges`)."""
+    ranges = arrange_partition_ranges(
+        instance, workspace, documents, listed, max(len(documents), 1)
+    )
+    return ranges[0] if ranges else {}
+
+
+def arrange_partition_ranges(
+    instance: DagsterInstance,
+    workspace: str,
+    documents: list[str],
+    listed: Iterable[str],
+    run_documents: int,
+) -> list[dict[str, str]]:
+    """Make the partitions of a workspace's ``documents`` one contiguous range and return the
+    run tags of its consecutive slices of at most ``run_documents`` partitions (each a range).
 
     ``listed`` are all the workspace's documents that should have a partition (on disk or in
     the catalog); its partitions of anything else are removed, missing ones added; other
@@ -65,7 +84,11 @@ def arrange_partitions(
                 instance.delete_dynamic_partition(DOCUMENTS, key)
         ordered = batch
         instance.add_dynamic_partitions(DOCUMENTS, others + batch)
-    return {RANGE_START_TAG: ordered[0], RANGE_END_TAG: ordered[-1]} if ordered else {}
+    return [
+        {RANGE_START_TAG: ordered[start], RANGE_END_TAG: ordered[end - 1]}
+        for start in range(0, len(ordered), run_documents)
+        for end in [min(start + run_documents, len(ordered))]
+    ]
 
 
 def remove_partitions(instance: DagsterInstance, workspace: str, documents: Iterable[str]) -> None:

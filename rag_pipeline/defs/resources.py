@@ -6,13 +6,14 @@ from dagster import ConfigurableResource, InitResourceContext
 from pydantic import Field, PrivateAttr
 
 from rag_pipeline.config import Settings, load_settings
+from rag_pipeline.defs.partitions import PLAN_TAG
 from rag_pipeline.ids import DEFAULT_WORKSPACE, partition_document
 from rag_pipeline.indexing.run import Indexer
-from rag_pipeline.locking import index_lock
+from rag_pipeline.locking import run_lock
 
 
 class IndexingResource(ConfigurableResource):
-    """Opens a workspace's stores for one run, holding its indexing lock meanwhile."""
+    """Opens a workspace's stores for one run, holding its run lock meanwhile."""
 
     home: str | None = Field(
         default=None,
@@ -37,7 +38,9 @@ class IndexingResource(ConfigurableResource):
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         settings = self.settings()
-        self._exit_stack.enter_context(index_lock(settings.home, holder=context.run_id))
+        # The runs of one plan run side by side; any other run alone.
+        alone = PLAN_TAG not in context.dagster_run.tags
+        self._exit_stack.enter_context(run_lock(settings.home, context.run_id, alone=alone))
         self._indexer = Indexer(settings)
         self._exit_stack.callback(self._indexer.close)
 

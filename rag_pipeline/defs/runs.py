@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,9 +19,9 @@ from dagster import (
 
 from rag_pipeline.config import Settings
 from rag_pipeline.defs.assets import document_assets
-from rag_pipeline.defs.partitions import arrange_partitions
+from rag_pipeline.defs.partitions import PLAN_TAG, arrange_partition_ranges, arrange_partitions
 from rag_pipeline.ids import DEFAULT_WORKSPACE
-from rag_pipeline.locking import index_is_running, last_holder, process_alive
+from rag_pipeline.locking import forget_run_locks, process_alive, run_lock_state
 from rag_pipeline.manifest import ManifestDiff
 
 if TYPE_CHECKING:
@@ -33,6 +35,13 @@ index_documents_job = define_asset_job(
     description="Index the selected documents: parse, chunk, embed, write points.",
 )
 
+ACTIVE_STATUSES = [
+    DagsterRunStatus.QUEUED,
+    DagsterRunStatus.NOT_STARTED,
+    DagsterRunStatus.STARTING,
+    DagsterRunStatus.STARTED,
+]
+
 TRIGGER_TAG = "rag_pipeline/trigger"
 WORKSPACE_TAG = "rag_pipeline/workspace"
 
@@ -41,6 +50,7 @@ WORKSPACE_TAG = "rag_pipeline/workspace"
 class PlannedRun:
     diff: ManifestDiff
     tags: dict[str, str]  # partition range and workspace; empty when there is nothing to do
+    run_key: str | None = None  # a queued run's, unique to its plan and part of it
 
     def run_config(self, settings: Settings, *, retry_failed: bool = False) -> dict[str, Any]:
         where = {"home": str(settings.root), "workspace": settings.workspace}
@@ -58,46 +68,87 @@ def plan_index_run(instance: DagsterInstance, settings: Settings, diff: Manifest
     return PlannedRun(diff=diff, tags=tags)
 
 
+def plan_index_runs(
+    instance: DagsterInstance, settings: Settings, diff: ManifestDiff
+) -> list[PlannedRun]:
+    """As :func:`plan_index_run`, cut into runs of at most ``indexing.run_documents`` documents
+    for the run queue, each with a run key.
+
+    The keys name the plan: the documents and the workspace's latest run. The same plan asked
+    for again (a sensor tick evaluated twice) has the same keys, and Dagster launches a key
+    once; any run since (a failed one, a file changed back, A → B → A) makes new keys.
+    """
+    ranges = arrange_partition_ranges(
+        instance,
+        settings.workspace,
+        diff.to_process,
+        diff.documents,
+        settings.indexing.run_documents,
+    )
+    latest = instance.get_runs(
+        RunsFilter(job_name=index_documents_job.name, tags={WORKSPACE_TAG: settings.workspace}),
+        limit=1,
+    )
+    plan = hashlib.sha256(
+        json.dumps(
+            [settings.workspace, latest[0].run_id if latest else "", diff.to_process]
+        ).encode()
+    ).hexdigest()[:16]
+    return [
+        PlannedRun(
+            diff=diff,
+            tags=tags | {WORKSPACE_TAG: settings.workspace, PLAN_TAG: plan},
+            run_key=f"{plan}-{part}-of-{len(ranges)}",
+        )
+        for part, tags in enumerate(ranges, 1)
+    ]
+
+
 def workspace_of_run(tags: Mapping[str, str]) -> str:
     """The workspace a run indexes (runs from before workspaces: the default one)."""
     return tags.get(WORKSPACE_TAG, DEFAULT_WORKSPACE)
 
 
-# A run takes the indexing lock within seconds of starting (its resource does, before any
-# step): a started run that has not taken it after this long, with the lock free, is gone.
+# A run takes its run lock within seconds of starting (its resource does, before any step): a
+# started run that has not taken it after this long is gone.
 _LOCK_TAKEN_WITHIN_SECONDS = 120.0
 
 
 def fail_abandoned_runs(instance: DagsterInstance, settings: Settings) -> list[str]:
     """Mark failed the indexing runs that Dagster still calls started but whose process died
-    (killed, out of memory, a machine restart): the indexing lock they took is free.
+    (killed, out of memory, a machine restart): the run lock they took is free.
 
     Dagster's own run monitoring cannot tell for runs launched in a local process
     (``DefaultRunLauncher`` has no worker health check) nor for the CLI's in-process runs; a run
     left started would make the sensor skip every tick. What such a run committed stays; the
-    rest is found changed and indexed again by the next run.
+    rest is found changed and indexed again by the next plan. Its concurrency slot, if it died
+    writing the store, is given back at once.
     """
-    home = settings.home
-    if index_is_running(home):
-        return []
-    holder, pid = last_holder(home)
     abandoned = []
+    started_runs = set()
     for record in instance.get_run_records(
         RunsFilter(job_name=index_documents_job.name, statuses=[DagsterRunStatus.STARTED])
     ):
         if workspace_of_run(record.dagster_run.tags) != settings.workspace:
-            continue  # another workspace's lock tells about it
-        started = record.start_time or record.create_timestamp.timestamp()
-        if holder == record.dagster_run.run_id:
-            # Its process, alive, has let go of the lock and is recording its success.
-            dead = pid is None or not process_alive(pid)
-        else:
+            continue  # another workspace's locks tell about it
+        run_id = record.dagster_run.run_id
+        started_runs.add(run_id)
+        holding, pid = run_lock_state(settings.home, run_id) or (False, None)
+        if holding:
+            dead = False
+        elif pid is None:  # it never took its lock (or is taking it this instant)
+            started = record.start_time or record.create_timestamp.timestamp()
             dead = time.time() - started > _LOCK_TAKEN_WITHIN_SECONDS
+        else:  # it let go: dead, unless its process lives on, recording its success
+            dead = not process_alive(pid)
         if dead:
             instance.report_run_failed(
                 record.dagster_run,
                 "the run's process ended without finishing (killed?): what it committed stays, "
                 "the next run indexes the rest",
             )
-            abandoned.append(record.dagster_run.run_id)
+            if instance.event_log_storage.supports_global_concurrency_limits:
+                instance.event_log_storage.free_concurrency_slots_for_run(run_id)
+            abandoned.append(run_id)
+    forget_run_locks(settings.home, keep=started_runs - set(abandoned))
     return abandoned

@@ -1,11 +1,10 @@
-"""Watching the folders: a sensor that batches each workspace's changes into one run per workspace,
-and an hourly fallback."""
+"""Watching the folders: a sensor that batches each workspace's changes into runs (one per
+``indexing.run_documents`` documents, queued side by side), and an hourly fallback."""
 
 from __future__ import annotations
 
 from dagster import (
     DagsterInstance,
-    DagsterRunStatus,
     DefaultScheduleStatus,
     DefaultSensorStatus,
     RunRequest,
@@ -21,26 +20,21 @@ from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import Settings, load_settings
 from rag_pipeline.defs.partitions import remove_other_workspaces_partitions
 from rag_pipeline.defs.runs import (
+    ACTIVE_STATUSES,
     TRIGGER_TAG,
     fail_abandoned_runs,
     index_documents_job,
-    plan_index_run,
+    plan_index_runs,
     workspace_of_run,
 )
 from rag_pipeline.indexing.incremental import find_work
 from rag_pipeline.locking import LockTimeout, index_lock
 from rag_pipeline.workspaces import list_workspaces
 
-_ACTIVE = [
-    DagsterRunStatus.QUEUED,
-    DagsterRunStatus.NOT_STARTED,
-    DagsterRunStatus.STARTING,
-    DagsterRunStatus.STARTED,
-]
-
 
 def _index_run_requests(instance: DagsterInstance, trigger: str) -> list[RunRequest] | SkipReason:
-    """A run for each workspace with changes and no run of its own queued or in progress."""
+    """Runs for each workspace with changes and no run of its own queued or in progress (a
+    run per ``indexing.run_documents`` documents)."""
     workspaces = list_workspaces(load_settings())
     remove_other_workspaces_partitions(instance, {workspace.id for workspace in workspaces})
     for workspace in workspaces:
@@ -48,22 +42,24 @@ def _index_run_requests(instance: DagsterInstance, trigger: str) -> list[RunRequ
     busy = {
         workspace_of_run(run.tags)
         for run in instance.get_runs(
-            RunsFilter(job_name=index_documents_job.name, statuses=_ACTIVE)
+            RunsFilter(job_name=index_documents_job.name, statuses=ACTIVE_STATUSES)
         )
     }
     requests, skipped = [], []
     for workspace in workspaces:
-        request = _index_run_request(instance, workspace.settings, trigger, busy)
-        if isinstance(request, RunRequest):
-            requests.append(request)
+        planned = _index_run_requests_of(instance, workspace.settings, trigger, busy)
+        if isinstance(planned, SkipReason):
+            skipped.append(f"{workspace.name}: {planned.skip_message}")
         else:
-            skipped.append(f"{workspace.name}: {request.skip_message}")
+            requests.extend(planned)
     return requests or SkipReason("; ".join(skipped))
 
 
-def _index_run_request(
+def _index_run_requests_of(
     instance: DagsterInstance, settings: Settings, trigger: str, busy: set[str]
-) -> RunRequest | SkipReason:
+) -> list[RunRequest] | SkipReason:
+    # The guard against planning a document twice, and against moving the partitions of queued
+    # runs: nothing is planned while any run of the workspace is queued or in progress.
     if settings.workspace in busy:
         return SkipReason("an indexing run is queued or in progress")
     try:
@@ -72,14 +68,19 @@ def _index_run_request(
     except LockTimeout:
         return SkipReason("an indexing run is in progress")
     # Also removes the partitions of documents a previous run deleted.
-    planned = plan_index_run(instance, settings, diff)
-    if not planned.tags:
+    planned = plan_index_runs(instance, settings, diff)
+    if not planned:
         return SkipReason("no document changed")
-    # No run key: Dagster never launches a key twice, and the same change may need another run
-    # (a failed run, a file changed back: A, B, A). The active-run check above is the guard.
-    return RunRequest(
-        run_config=planned.run_config(settings), tags={**planned.tags, TRIGGER_TAG: trigger}
-    )
+    # Run keys name the plan (see plan_index_runs): the same change needing another run later
+    # (a failed run, a file changed back: A, B, A) is another plan, with other keys.
+    return [
+        RunRequest(
+            run_key=run.run_key,
+            run_config=run.run_config(settings),
+            tags={**run.tags, TRIGGER_TAG: trigger},
+        )
+        for run in planned
+    ]
 
 
 @sensor(
@@ -87,8 +88,8 @@ def _index_run_request(
     # Read when the code location loads (RAG_PIPELINE_INDEXING__SENSOR_SECONDS).
     minimum_interval_seconds=load_settings().indexing.sensor_seconds,
     default_status=DefaultSensorStatus.RUNNING,
-    description="Scans every workspace's watched folders and requests one run per workspace "
-    "for all its new, changed and deleted documents.",
+    description="Scans every workspace's watched folders and requests runs for each "
+    "workspace's new, changed and deleted documents (indexing.run_documents per run).",
 )
 def watched_folders_sensor(context: SensorEvaluationContext) -> list[RunRequest] | SkipReason:
     return _index_run_requests(context.instance, "sensor")

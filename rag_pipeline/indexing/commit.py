@@ -11,16 +11,17 @@ whole version of every document (the old one until the commit, the new one after
 
 Retrieval returns only points of the versions the catalog names live, so between 2 and 4 a
 query sees the old version, after 3 the new one, never both. A run that dies leaves repair
-marks; the next run (or ``repair_pending``) deletes the points of versions that are not live
-and clears them. Deleted files go the same way: the catalog forgets them first, then their
-points go.
+marks; the next plan (``repair_pending``, while no run writes), or the next run over the same
+document, deletes the points of versions that are not live and clears them; a run never touches
+another run's documents. Deleted files go the same way: the catalog forgets them first, then
+their points go.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,7 +62,9 @@ def write_points(indexer: Indexer, doc_ids: Iterable[str]) -> dict[str, Metadata
         for doc_id, task in tasks.items()
         if task is None
     }
-    repair_pending(settings, catalog, opened={collection: indexer.store})
+    # Only this run's own documents: another run writing at the same time (on a Qdrant server)
+    # has marked its documents too, and their new points are not committed yet.
+    repair_pending(settings, catalog, opened={collection: indexer.store}, documents=set(tasks))
 
     deleted = [doc_id for doc_id, task in tasks.items() if task and task.action == "delete"]
     if deleted:
@@ -218,16 +221,26 @@ def _commit(indexer: Indexer, written: list[_Written], known: dict[str, Document
 
 
 def repair_pending(
-    settings: Settings, catalog: Catalog, *, opened: dict[str, VectorStore] | None = None
+    settings: Settings,
+    catalog: Catalog,
+    *,
+    opened: dict[str, VectorStore] | None = None,
+    documents: Collection[str] | None = None,
 ) -> int:
     """Finish what interrupted runs left: in every collection, delete the points of marked
-    documents' versions that are not live. Returns how many documents were repaired."""
+    documents' versions that are not live. Returns how many documents were repaired.
+
+    All marked documents only while no run writes (a planner holding the home's indexing lock
+    alone); a run repairs its own ``documents``, which no other run handles.
+    """
     repaired = 0
     for collection in catalog.collections():
-        documents = catalog.repairs(collection.name)
-        if documents:
-            _repair(settings, catalog, collection.name, documents, opened=opened or {})
-            repaired += len(documents)
+        marked = catalog.repairs(collection.name)
+        if documents is not None:
+            marked = [doc_id for doc_id in marked if doc_id in documents]
+        if marked:
+            _repair(settings, catalog, collection.name, marked, opened=opened or {})
+            repaired += len(marked)
     return repaired
 
 

@@ -3,7 +3,8 @@
 It first mends what an interrupted run or a damaged store left (``commit.repair_pending``,
 ``checks.verify_collections``), then finds what changed without Dagster, and only when something
 did runs it as one Dagster run in this process (Dagster takes over a second to import and
-open; an unchanged re-run needs none of it).
+open; an unchanged re-run needs none of it), or, with ``parallel``, as runs in Dagster's queue
+(``defs/queue.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,14 @@ from rag_pipeline.manifest import ManifestDiff, find_changes
 logger = logging.getLogger(__name__)
 
 
+class NoDaemon(Exception):
+    """Queued runs are waiting and no ``dagster-daemon`` runs to start them."""
+
+
+class RunsInProgress(Exception):
+    """Runs of the workspace are queued or in progress: another plan's documents."""
+
+
 @dataclass(frozen=True, slots=True)
 class IndexOutcome:
     diff: ManifestDiff
@@ -32,19 +41,31 @@ class IndexOutcome:
 
 
 def index_once(
-    settings: Settings, *, retry_failed: bool = False, verbose: bool = False, trigger: str = "cli"
+    settings: Settings,
+    *,
+    retry_failed: bool = False,
+    verbose: bool = False,
+    trigger: str = "cli",
+    parallel: int | None = None,
 ) -> IndexOutcome:
-    """Index what changed, holding the home's indexing lock throughout."""
+    """Index what changed, holding the home's indexing lock throughout; or, with ``parallel``,
+    while planning: the runs go to Dagster's queue, ``parallel`` at a time."""
     started = time.perf_counter()
+    queued: list[str] = []
     with index_lock(settings.home), Catalog(settings) as catalog:
         diff = find_work(settings, catalog, retry_failed=retry_failed)
         succeeded = True
-        if diff.to_process:
+        if diff.to_process and parallel:
+            queued = _queue(settings, diff, retry_failed=retry_failed, trigger=trigger)
+        elif diff.to_process:
             succeeded = _run(
                 settings, diff, retry_failed=retry_failed, verbose=verbose, trigger=trigger
             )
         else:
             finish_collections(settings, catalog)  # a build whose last run died before its end
+    if queued:
+        succeeded = _wait(settings, queued, diff)
+    with Catalog(settings) as catalog:
         records = catalog.documents(target_collection(settings, catalog).name)
     failed = {
         doc_id: records[doc_id].error or "unknown reason"
@@ -105,3 +126,51 @@ def _run(
         else:
             logger.error("the Dagster run %s failed; see `rag-pipeline ui`", result.run_id)
         return result.success
+
+
+def _queue(
+    settings: Settings, diff: ManifestDiff, *, retry_failed: bool, trigger: str
+) -> list[str]:
+    """The diff's documents as runs of at most ``indexing.run_documents`` in Dagster's queue."""
+    from dagster import RunsFilter
+
+    from rag_pipeline.defs.instance import get_instance
+    from rag_pipeline.defs.queue import submit_runs
+    from rag_pipeline.defs.runs import (
+        ACTIVE_STATUSES,
+        WORKSPACE_TAG,
+        fail_abandoned_runs,
+        index_documents_job,
+        plan_index_runs,
+    )
+
+    with get_instance(settings) as instance:
+        fail_abandoned_runs(instance, settings)
+        # Their documents may be among these: a plan is made while no run of its own is active.
+        active = instance.get_runs(
+            RunsFilter(
+                job_name=index_documents_job.name,
+                statuses=ACTIVE_STATUSES,
+                tags={WORKSPACE_TAG: settings.workspace},
+            ),
+            limit=1,
+        )
+        if active:
+            status = active[0].status.value.lower()
+            raise RunsInProgress(f"run {active[0].run_id} of this workspace is {status}")
+        planned = plan_index_runs(instance, settings, diff)
+        logger.info("queueing %d runs for %d documents", len(planned), len(diff.to_process))
+        return submit_runs(instance, settings, planned, retry_failed=retry_failed, trigger=trigger)
+
+
+def _wait(settings: Settings, run_ids: list[str], diff: ManifestDiff) -> bool:
+    """Wait for the queued runs (started by a dagster-daemon); whether all succeeded."""
+    from rag_pipeline.defs.instance import get_instance
+    from rag_pipeline.defs.partitions import remove_partitions
+    from rag_pipeline.defs.queue import queue_daemon, wait_for_runs
+
+    with queue_daemon(settings) as daemon_alive, get_instance(settings) as instance:
+        succeeded = wait_for_runs(instance, settings, run_ids, daemon_alive)
+        if succeeded:
+            remove_partitions(instance, settings.workspace, diff.deleted)
+        return succeeded

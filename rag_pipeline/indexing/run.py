@@ -130,10 +130,16 @@ class Indexer:
             self.__dict__.pop(name, None)
         gc.collect()
 
+    def close_store(self) -> None:
+        """Let go of the vector store (the embedded engine admits one process at a time, so a
+        run holds it only while it writes and checks)."""
+        if "store" in self.__dict__:
+            self.__dict__.pop("store").close()
+
     def close(self) -> None:
-        for name in ("store", "cache"):
-            if name in self.__dict__:
-                self.__dict__.pop(name).close()
+        self.close_store()
+        if "cache" in self.__dict__:
+            self.__dict__.pop("cache").close()
         self.catalog.close()
 
     # -- file_manifest -------------------------------------------------------------------------

@@ -1,27 +1,34 @@
 """The sensor with a real ``dagster-daemon`` launching real runs: indexing converges by itself.
 
 The daemon evaluates the sensor every second here (``indexing.sensor_seconds``), and each run
-it requests is launched in a process of its own, as in a deployment.
+it requests is launched in a process of its own, as in a deployment; several at a time when a
+change set is cut into runs (``indexing.run_documents``, ``dagster.max_concurrent_runs``).
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import yaml
-from dagster import DagsterRunStatus, RunsFilter
+from dagster import AssetKey, AssetRecordsFilter, DagsterRunStatus, RunRecord, RunsFilter
 
 from rag_pipeline.config import load_settings
 from rag_pipeline.defs.instance import get_instance, write_instance_config
 from rag_pipeline.defs.runs import index_documents_job
 from rag_pipeline.faults import FAULT_ENV, FAULT_ONCE_ENV
+from rag_pipeline_tests.conftest import POSTGRES_URL, Cli
 from rag_pipeline_tests.index_state import inconsistencies, live_records
 
 _KILLED_RUN_MARKER = "kill-one-run"
@@ -35,10 +42,11 @@ def _eventually(what: str, condition: Callable[[], bool], timeout: float = 240.0
         time.sleep(0.5)
 
 
-@pytest.fixture
-def daemon(home: Path, source: Path, tmp_path: Path) -> Iterator[Path]:
-    """A daemon watching ``source`` for ``home``; one run it launches dies at its first upsert
-    while the file ``<tmp>/kill-one-run`` exists."""
+@contextmanager
+def _running_daemon(
+    home: Path, source: Path, tmp_path: Path, environment: dict[str, str]
+) -> Iterator[None]:
+    """A daemon watching ``source`` for ``home``, with ``environment`` added to its own."""
     settings = load_settings(home).remember_sources([source])
     workspace = tmp_path / "workspace.yaml"
     workspace.write_text(
@@ -49,9 +57,7 @@ def daemon(home: Path, source: Path, tmp_path: Path) -> Iterator[Path]:
         "DAGSTER_HOME": str(write_instance_config(settings)),
         "RAG_PIPELINE_HOME": str(home),
         "RAG_PIPELINE_INDEXING__SENSOR_SECONDS": "1",
-        "RAG_PIPELINE_INDEXING__RETRY_SECONDS": "2",
-        FAULT_ENV: "after-upsert",
-        FAULT_ONCE_ENV: str(tmp_path / _KILLED_RUN_MARKER),
+        **environment,
     }
     log = (tmp_path / "daemon.log").open("w")
     process = subprocess.Popen(
@@ -63,7 +69,7 @@ def daemon(home: Path, source: Path, tmp_path: Path) -> Iterator[Path]:
         start_new_session=True,
     )
     try:
-        yield tmp_path
+        yield
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         try:
@@ -71,6 +77,23 @@ def daemon(home: Path, source: Path, tmp_path: Path) -> Iterator[Path]:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
         log.close()
+
+
+@pytest.fixture
+def daemon(home: Path, source: Path, tmp_path: Path) -> Iterator[Path]:
+    """A daemon watching ``source`` for ``home``; one run it launches dies at its first upsert
+    while the file ``<tmp>/kill-one-run`` exists."""
+    with _running_daemon(
+        home,
+        source,
+        tmp_path,
+        {
+            "RAG_PIPELINE_INDEXING__RETRY_SECONDS": "2",
+            FAULT_ENV: "after-upsert",
+            FAULT_ONCE_ENV: str(tmp_path / _KILLED_RUN_MARKER),
+        },
+    ):
+        yield tmp_path
 
 
 def _state(home: Path, doc_id: str) -> tuple[str | None, str | None]:
@@ -131,3 +154,119 @@ def test_a_run_killed_mid_way_is_marked_failed_and_its_documents_are_indexed_aga
     )
     assert inconsistencies(home) == []
     assert _runs(home, DagsterRunStatus.STARTED) == 0
+
+
+def _run_records(home: Path) -> list[RunRecord]:
+    with get_instance(load_settings(home)) as instance:
+        return list(instance.get_run_records(RunsFilter(job_name=index_documents_job.name)))
+
+
+def _most_at_once(records: list[RunRecord]) -> int:
+    """The most runs in progress at one moment, from their start and end times."""
+    moments = sorted(
+        [(record.start_time, 1) for record in records if record.start_time]
+        + [(record.end_time, -1) for record in records if record.end_time]
+    )
+    running = most = 0
+    for _, change in moments:  # an end sorts before a start at the same moment
+        running += change
+        most = max(most, running)
+    return most
+
+
+def _store_writes_overlap(home: Path, records: list[RunRecord]) -> bool:
+    """Whether two runs' ``qdrant_points`` steps (the embedded store's writes) overlapped."""
+    with get_instance(load_settings(home)) as instance:
+        windows = sorted(
+            (stats.start_time or 0.0, stats.end_time or 0.0)
+            for record in records
+            for stats in instance.get_run_step_stats(
+                record.dagster_run.run_id, step_keys=["qdrant_points"]
+            )
+        )
+    return any(later[0] < earlier[1] for earlier, later in itertools.pairwise(windows))
+
+
+def _materialized_once_each(home: Path) -> dict[str, int]:
+    """How many times each document's ``qdrant_points`` partition was materialized."""
+    with get_instance(load_settings(home)) as instance:
+        records = instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=AssetKey("qdrant_points")), limit=1000
+        ).records
+    return dict(Counter(record.partition_key for record in records))
+
+
+def _notes(source: Path, count: int) -> set[str]:
+    for number in range(count):
+        (source / f"n{number}.md").write_text(
+            f"# Note {number}\n\nHerons, note number {number}.", encoding="utf-8"
+        )
+    return {f"docs/n{number}.md" for number in range(count)}
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def dagster_storage(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """Dagster's storage: SQLite in the home, or a PostgreSQL database of the test's own."""
+    if request.param == "sqlite":
+        yield "sqlite"
+        return
+    if not POSTGRES_URL:
+        pytest.skip("set RAG_PIPELINE_TEST_POSTGRES_URL to a PostgreSQL database")
+    import psycopg2
+
+    name = f"rag_ci_parallel_{uuid.uuid4().hex[:8]}"
+    connection = psycopg2.connect(POSTGRES_URL)
+    connection.autocommit = True
+    connection.cursor().execute(f"CREATE DATABASE {name}")
+    monkeypatch.setenv(
+        "RAG_PIPELINE_DAGSTER__POSTGRES_URL", POSTGRES_URL.rsplit("/", 1)[0] + f"/{name}"
+    )
+    try:
+        yield "postgres"
+    finally:
+        connection.cursor().execute(f"DROP DATABASE {name} WITH (FORCE)")
+        connection.close()
+
+
+def test_index_parallel_queues_runs_of_run_documents_at_most_n_at_a_time_each_document_once(
+    cli: Cli, home: Path, source: Path, dagster_storage: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAG_PIPELINE_INDEXING__RUN_DOCUMENTS", "2")
+    documents = _notes(source, 5)
+    result = cli("index", "--home", home, "--source", source, "--parallel", "2")
+    assert result.code == 0, result.err
+    assert "added 5," in result.out
+    records = _run_records(home)  # the command started a daemon of its own, and stopped it
+    assert len(records) == 3
+    assert all(record.dagster_run.status == DagsterRunStatus.SUCCESS for record in records)
+    assert _most_at_once(records) <= 2
+    assert not _store_writes_overlap(home, records)  # the vector_store pool's one slot
+    assert _materialized_once_each(home) == dict.fromkeys(sorted(documents), 1)
+    assert {d for d, r in live_records(home).items() if r.state == "indexed"} == documents
+    assert inconsistencies(home) == []  # points per document = its chunks, none left over
+    hits = json.loads(cli("query", "--home", home, "Herons note number 3", "--json").out)
+    assert hits[0]["doc_id"] == "docs/n3.md"
+
+
+def test_a_run_killed_among_parallel_runs_leaves_its_documents_to_converge_by_themselves(
+    home: Path, source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAG_PIPELINE_DAGSTER__MAX_CONCURRENT_RUNS", "2")
+    monkeypatch.setenv("RAG_PIPELINE_INDEXING__RUN_DOCUMENTS", "2")
+    marker = tmp_path / _KILLED_RUN_MARKER
+    marker.touch()
+    with _running_daemon(
+        home, source, tmp_path, {FAULT_ENV: "after-upsert", FAULT_ONCE_ENV: str(marker)}
+    ):
+        documents = _notes(source, 5)
+        _eventually("the kill", lambda: not marker.exists())
+        _eventually("the dead run failed", lambda: _runs(home, DagsterRunStatus.FAILURE) == 1)
+        _eventually(
+            "all indexed",
+            lambda: {d for d, r in live_records(home).items() if r.state == "indexed"} == documents,
+        )
+        _eventually("no run left", lambda: _runs(home, DagsterRunStatus.STARTED) == 0)
+    assert inconsistencies(home) == []
+    assert _most_at_once(_run_records(home)) <= 2

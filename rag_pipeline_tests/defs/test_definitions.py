@@ -113,3 +113,18 @@ def test_a_workspace_arranges_only_its_own_partitions() -> None:
         assert sorted(keys[start : end + 1]) == ["a", "b"]
         remove_other_workspaces_partitions(instance, {DEFAULT_WORKSPACE})
         assert sorted(instance.get_dynamic_partitions(DOCUMENTS)) == ["a", "b"]
+
+
+def test_the_embedded_store_is_written_by_one_run_at_a_time_and_a_qdrant_server_by_all(
+    home: Path,
+) -> None:
+    from rag_pipeline.defs.assets import VECTOR_STORE_POOL, qdrant_points
+
+    assert qdrant_points.op.pool == VECTOR_STORE_POOL
+    embedded = load_settings(home, dagster={"max_concurrent_runs": 3})
+    assert instance_config(embedded)["concurrency"] == {
+        "runs": {"max_concurrent_runs": 3},
+        "pools": {"default_limit": 1},
+    }
+    server = load_settings(home, store={"url": "http://qdrant.internal:6333"})
+    assert instance_config(server)["concurrency"] == {"runs": {"max_concurrent_runs": 1}}

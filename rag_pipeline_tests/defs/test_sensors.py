@@ -16,7 +16,7 @@ from rag_pipeline.defs.instance import get_instance
 from rag_pipeline.defs.partitions import DOCUMENTS, RANGE_END_TAG, RANGE_START_TAG
 from rag_pipeline.defs.runs import WORKSPACE_TAG
 from rag_pipeline.defs.sensors import watched_folders_sensor
-from rag_pipeline.locking import index_lock
+from rag_pipeline.locking import run_lock
 from rag_pipeline.workspaces import create_workspace
 from rag_pipeline_tests.conftest import Cli
 
@@ -60,6 +60,32 @@ def test_new_files_become_partitions_and_one_run_request_per_workspace(
         ]
 
 
+def test_a_large_change_set_becomes_runs_of_at_most_run_documents_with_stable_keys(
+    home: Path, watched: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAG_PIPELINE_INDEXING__RUN_DOCUMENTS", "2")
+    for number in range(5):
+        (watched / f"n{number}.md").write_text(f"# N{number}\n\nText.", encoding="utf-8")
+    with get_instance(load_settings(home)) as instance:
+        first = watched_folders_sensor(build_sensor_context(instance=instance))
+        again = watched_folders_sensor(build_sensor_context(instance=instance))
+        partitions = instance.get_dynamic_partitions(DOCUMENTS)
+    assert isinstance(first, list) and isinstance(again, list)
+    ranges = [
+        partitions[
+            partitions.index(r.tags[RANGE_START_TAG]) : partitions.index(r.tags[RANGE_END_TAG]) + 1
+        ]
+        for r in first
+    ]
+    assert [len(documents) for documents in ranges] == [2, 2, 1]
+    assert sorted(key for documents in ranges for key in documents) == [
+        f"docs/n{number}.md" for number in range(5)
+    ]
+    keys = [request.run_key for request in first]
+    assert len(set(keys)) == 3 and None not in keys
+    assert [request.run_key for request in again] == keys  # a tick asked twice: launched once
+
+
 def test_nothing_to_do_once_the_folder_is_indexed(cli: Cli, home: Path, watched: Path) -> None:
     (watched / "a.md").write_text("# A\n\nText.", encoding="utf-8")
     cli("index", "--home", home)
@@ -81,9 +107,35 @@ def test_a_run_whose_process_let_go_of_the_lock_but_lives_is_not_abandoned(home:
 
     with get_instance(load_settings(home)) as instance:
         run_id = _started_run(instance)
-        with index_lock(home, holder=run_id):  # this process: it is still recording its end
+        with run_lock(home, run_id):  # this process: it is still recording its end
             pass
         assert fail_abandoned_runs(instance, load_settings(home)) == []
+
+
+def test_a_run_holding_its_lock_is_not_abandoned_while_another_died(home: Path) -> None:
+    from rag_pipeline.defs.runs import fail_abandoned_runs
+
+    with get_instance(load_settings(home)) as instance:
+        living, dead = _started_run(instance), _started_run(instance)
+        _hold_run_lock_in_a_process_that_ends(home, dead)
+        with run_lock(home, living):
+            assert fail_abandoned_runs(instance, load_settings(home)) == [dead]
+        assert instance.get_run_by_id(living).status == DagsterRunStatus.STARTED
+
+
+def _hold_run_lock_in_a_process_that_ends(home: Path, run_id: str) -> None:
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path\n"
+            "from rag_pipeline.locking import run_lock\n"
+            "with run_lock(Path(sys.argv[1]), sys.argv[2]): pass",
+            str(home),
+            run_id,
+        ],
+        check=True,
+    )
 
 
 def test_a_run_whose_process_died_after_taking_the_lock_is_marked_failed(home: Path) -> None:
@@ -91,17 +143,37 @@ def test_a_run_whose_process_died_after_taking_the_lock_is_marked_failed(home: P
 
     with get_instance(load_settings(home)) as instance:
         run_id = _started_run(instance)
-        subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                "import sys; from pathlib import Path\n"
-                "from rag_pipeline.locking import index_lock\n"
-                "with index_lock(Path(sys.argv[1]), holder=sys.argv[2]): pass",
-                str(home),
-                run_id,
-            ],
-            check=True,
-        )
+        _hold_run_lock_in_a_process_that_ends(home, run_id)
         assert fail_abandoned_runs(instance, load_settings(home)) == [run_id]
         assert instance.get_run_by_id(run_id).status == DagsterRunStatus.FAILURE
+
+
+def test_a_run_no_plan_made_waits_for_the_runs_of_a_plan_which_run_side_by_side(
+    home: Path,
+) -> None:
+    from rag_pipeline.locking import LockTimeout
+
+    with (
+        run_lock(home, "planned-1"),
+        run_lock(home, "planned-2"),
+        pytest.raises(LockTimeout),
+        run_lock(home, "from-the-ui", alone=True, timeout_seconds=0.2),
+    ):
+        pass
+
+
+def test_index_parallel_refuses_to_plan_while_a_run_of_the_workspace_is_in_progress(
+    cli: Cli, home: Path, watched: Path
+) -> None:
+    (watched / "a.md").write_text("# A\n\nText.", encoding="utf-8")
+    with get_instance(load_settings(home)) as instance:
+        instance.add_run(
+            DagsterRun(
+                job_name="index_documents",
+                status=DagsterRunStatus.STARTED,  # just now: not abandoned
+                tags={WORKSPACE_TAG: "default"},
+            )
+        )
+    result = cli("index", "--home", home, "--parallel", "2")
+    assert result.code != 0
+    assert "is started: --parallel plans while no run of the workspace" in result.err

@@ -1,0 +1,157 @@
+"""Runs through Dagster's run queue from the CLI (``rag-pipeline index --parallel N``).
+
+The runs are created from the code location as a ``dagster-daemon`` loads it, and submitted to
+the instance's ``QueuedRunCoordinator``; the daemon's queue starts them,
+``dagster.max_concurrent_runs`` at a time, each in its own process through the instance's run
+launcher. Creating a run of a code location is what ``dagster job launch`` does, with Dagster
+internals (``dagster==1.13.*``), isolated in :func:`submit_runs`.
+
+Queued runs start only while a daemon runs: when none does for this instance, one is started
+for the command's duration (:func:`queue_daemon`); it drains the queue only (no sensor or
+schedule in its code location, see ``definitions.py``), so it starts nothing the command did
+not ask for.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import yaml
+from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+
+from rag_pipeline.config import Settings
+from rag_pipeline.defs.instance import write_instance_config
+from rag_pipeline.defs.runs import TRIGGER_TAG, PlannedRun, fail_abandoned_runs, index_documents_job
+from rag_pipeline.indexing.incremental import NoDaemon
+
+logger = logging.getLogger(__name__)
+
+# The code location's name: a workspace file's python_module entry is named by its module, as in
+# the checkout's workspace.yaml; runs submitted here name it, and the daemon launches them from it.
+LOCATION = "rag_pipeline.definitions"
+# Set for a daemon that only drains the queue: the code location then has no sensor or schedule.
+QUEUE_ONLY_ENV = "RAG_PIPELINE_QUEUE_ONLY"
+
+_QUEUE_DAEMON = "QUEUED_RUN_COORDINATOR"
+
+
+def workspace_file(settings: Settings) -> Path:
+    """``<home>/dagster/workspace.yaml``: the code location, for the daemon and for submitting."""
+    path = write_instance_config(settings) / "workspace.yaml"
+    text = yaml.safe_dump({"load_from": [{"python_module": LOCATION}]})
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return path
+
+
+def submit_runs(
+    instance: DagsterInstance,
+    settings: Settings,
+    planned: list[PlannedRun],
+    *,
+    retry_failed: bool,
+    trigger: str,
+) -> list[str]:
+    """Create the planned runs from the code location and put them in the run queue."""
+    from dagster._cli.job import _create_run
+    from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._core.workspace.load_target import WorkspaceFileTarget
+
+    target = WorkspaceFileTarget(paths=[str(workspace_file(settings))])
+    with WorkspaceProcessContext(instance, target, code_server_log_level="WARNING") as process:
+        workspace = process.create_request_context()
+        location = workspace.get_code_location(LOCATION)
+        repository = next(iter(location.get_repositories().values()))
+        job = repository.get_full_job(index_documents_job.name)
+        run_ids = []
+        for run in planned:
+            created = _create_run(
+                instance=instance,
+                code_location=location,
+                remote_repo=repository,
+                remote_job=job,
+                run_config=run.run_config(settings, retry_failed=retry_failed),
+                tags={**run.tags, TRIGGER_TAG: trigger},
+                op_selection=None,
+                run_id=None,
+            )
+            instance.submit_run(created.run_id, workspace)
+            run_ids.append(created.run_id)
+    return run_ids
+
+
+def daemon_running(instance: DagsterInstance) -> bool:
+    """Whether a ``dagster-daemon`` drains this instance's run queue (its heartbeat is recent)."""
+    return instance.get_daemon_statuses([_QUEUE_DAEMON])[_QUEUE_DAEMON].healthy
+
+
+@contextmanager
+def queue_daemon(settings: Settings) -> Iterator[Callable[[], bool]]:
+    """A ``dagster-daemon`` draining the queue meanwhile: the running one, or one started here
+    and stopped at the end. Yields whether it still runs."""
+    from rag_pipeline.defs.instance import get_instance
+
+    with get_instance(settings) as instance:
+        running = daemon_running(instance)
+        if running:
+            yield lambda: daemon_running(instance)
+    if running:
+        return
+    home = write_instance_config(settings)
+    environment = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "RAG_PIPELINE_HOME": str(settings.root),
+        QUEUE_ONLY_ENV: "1",
+    }
+    with (home / "queue-daemon.log").open("ab") as log:
+        process = subprocess.Popen(
+            # The venv's dagster-daemon, beside this interpreter (the venv need not be on PATH).
+            [
+                str(Path(sys.executable).with_name("dagster-daemon")),
+                "run",
+                "-w",
+                str(workspace_file(settings)),
+            ],
+            env=environment,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        logger.info("started dagster-daemon (process %d) to run the queue", process.pid)
+        try:
+            yield lambda: process.poll() is None
+        finally:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+def wait_for_runs(
+    instance: DagsterInstance,
+    settings: Settings,
+    run_ids: list[str],
+    daemon_alive: Callable[[], bool],
+    poll_seconds: float = 1.0,
+) -> bool:
+    """Wait until the runs end; whether all succeeded. A run whose process died is marked
+    failed on the way (as the sensor does), so the wait ends."""
+    while True:
+        runs = instance.get_runs(RunsFilter(run_ids=run_ids))
+        if all(run.is_finished for run in runs):
+            return all(run.status == DagsterRunStatus.SUCCESS for run in runs)
+        if not daemon_alive() and any(run.status == DagsterRunStatus.QUEUED for run in runs):
+            raise NoDaemon("the dagster-daemon stopped while runs were queued")
+        fail_abandoned_runs(instance, settings)
+        time.sleep(poll_seconds)
