@@ -208,7 +208,8 @@ def _notes(source: Path, count: int) -> set[str]:
 def dagster_storage(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[str]:
-    """Dagster's storage: SQLite in the home, or a PostgreSQL database of the test's own."""
+    """Dagster's storage: SQLite in the home, or a PostgreSQL database of the test's own
+    (the role of RAG_PIPELINE_TEST_POSTGRES_URL needs CREATEDB, as .ci/run grants)."""
     if request.param == "sqlite":
         yield "sqlite"
         return
