@@ -28,6 +28,7 @@ import yaml
 from pydantic import BaseModel
 
 from rag_pipeline.config import Settings, _ConventionalEnvSource
+from rag_pipeline.defs.queue import LOCATION
 from rag_pipeline.defs.runs import WORKSPACE_TAG
 
 CHECKOUT = Path(__file__).resolve().parents[1]
@@ -169,6 +170,8 @@ def test_compose_code_server_serves_the_projects_definitions_under_the_workspace
     assert server["host"] == "code-server"
     assert str(server["port"]) == option(command, "--port")
     assert server["location_name"] == option(command, "--location-name")
+    # Runs that `index --parallel` queues name their location: the daemon must know it.
+    assert server["location_name"] == LOCATION
     for service in ("webserver", "daemon"):
         assert option(OURS[service]["command"], "--workspace").endswith("/workspace.yaml")
 
