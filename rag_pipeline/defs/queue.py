@@ -8,8 +8,8 @@ internals (``dagster==1.13.*``), isolated in :func:`submit_runs`.
 
 Queued runs start only while a daemon runs: when none does for this instance, one is started
 for the command's duration (:func:`queue_daemon`); it drains the queue only (no sensor or
-schedule in its code location, see ``definitions.py``), so it starts nothing the command did
-not ask for.
+schedule in its code location, see ``definitions.py``): it plans no run of its own, though it
+starts whatever else waits in the queue.
 """
 
 from __future__ import annotations
@@ -40,7 +40,10 @@ LOCATION = "rag_pipeline.definitions"
 # Set for a daemon that only drains the queue: the code location then has no sensor or schedule.
 QUEUE_ONLY_ENV = "RAG_PIPELINE_QUEUE_ONLY"
 
-_QUEUE_DAEMON = "QUEUED_RUN_COORDINATOR"
+QUEUE_DAEMON = "QUEUED_RUN_COORDINATOR"
+# A daemon beats every 30 s; Dagster's own "healthy" accepts a beat half an hour old, and a
+# stopped daemon's last beat is never removed, so a daemon that stopped minutes ago would pass.
+_ALIVE_SECONDS = 90.0
 
 
 def workspace_file(settings: Settings) -> Path:
@@ -90,7 +93,8 @@ def submit_runs(
 
 def daemon_running(instance: DagsterInstance) -> bool:
     """Whether a ``dagster-daemon`` drains this instance's run queue (its heartbeat is recent)."""
-    return instance.get_daemon_statuses([_QUEUE_DAEMON])[_QUEUE_DAEMON].healthy
+    beat = instance.get_daemon_heartbeats().get(QUEUE_DAEMON)
+    return beat is not None and time.time() - beat.timestamp < _ALIVE_SECONDS
 
 
 @contextmanager
@@ -136,6 +140,10 @@ def queue_daemon(settings: Settings) -> Iterator[Callable[[], bool]]:
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
+            # Its last beats would make the next command take it for a running daemon (no
+            # other daemon ran: this one was started because none did).
+            with get_instance(settings) as instance:
+                instance.wipe_daemon_heartbeats()
 
 
 def wait_for_runs(

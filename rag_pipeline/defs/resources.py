@@ -38,8 +38,10 @@ class IndexingResource(ConfigurableResource):
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         settings = self.settings()
-        # The runs of one plan run side by side; any other run alone.
-        alone = PLAN_TAG not in context.dagster_run.tags
+        # The runs of one plan run side by side; any other run alone, re-executions too: they
+        # carry their parent's plan tag, but not its plan (the partitions have moved since).
+        run = context.dagster_run
+        alone = PLAN_TAG not in run.tags or run.parent_run_id is not None
         self._exit_stack.enter_context(run_lock(settings.home, context.run_id, alone=alone))
         self._indexer = Indexer(settings)
         self._exit_stack.callback(self._indexer.close)

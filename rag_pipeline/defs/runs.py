@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from dagster import (
     AssetSelection,
+    DagsterRun,
     DagsterRunStatus,
     RunsFilter,
     define_asset_job,
@@ -102,6 +103,20 @@ def plan_index_runs(
         )
         for part, tags in enumerate(ranges, 1)
     ]
+
+
+def active_index_run(instance: DagsterInstance, workspace: str) -> DagsterRun | None:
+    """A run of the workspace queued or in progress: while one is, nothing is planned (its
+    documents may be among the changes, and planning would move its partitions)."""
+    active = instance.get_runs(
+        RunsFilter(
+            job_name=index_documents_job.name,
+            statuses=ACTIVE_STATUSES,
+            tags={WORKSPACE_TAG: workspace},
+        ),
+        limit=1,
+    )
+    return active[0] if active else None
 
 
 def workspace_of_run(tags: Mapping[str, str]) -> str:

@@ -8,7 +8,6 @@ from dagster import (
     DefaultScheduleStatus,
     DefaultSensorStatus,
     RunRequest,
-    RunsFilter,
     ScheduleEvaluationContext,
     SensorEvaluationContext,
     SkipReason,
@@ -20,12 +19,11 @@ from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import Settings, load_settings
 from rag_pipeline.defs.partitions import remove_other_workspaces_partitions
 from rag_pipeline.defs.runs import (
-    ACTIVE_STATUSES,
     TRIGGER_TAG,
+    active_index_run,
     fail_abandoned_runs,
     index_documents_job,
     plan_index_runs,
-    workspace_of_run,
 )
 from rag_pipeline.indexing.incremental import find_work
 from rag_pipeline.locking import LockTimeout, index_lock
@@ -39,15 +37,9 @@ def _index_run_requests(instance: DagsterInstance, trigger: str) -> list[RunRequ
     remove_other_workspaces_partitions(instance, {workspace.id for workspace in workspaces})
     for workspace in workspaces:
         fail_abandoned_runs(instance, workspace.settings)
-    busy = {
-        workspace_of_run(run.tags)
-        for run in instance.get_runs(
-            RunsFilter(job_name=index_documents_job.name, statuses=ACTIVE_STATUSES)
-        )
-    }
     requests, skipped = [], []
     for workspace in workspaces:
-        planned = _index_run_requests_of(instance, workspace.settings, trigger, busy)
+        planned = _index_run_requests_of(instance, workspace.settings, trigger)
         if isinstance(planned, SkipReason):
             skipped.append(f"{workspace.name}: {planned.skip_message}")
         else:
@@ -56,19 +48,19 @@ def _index_run_requests(instance: DagsterInstance, trigger: str) -> list[RunRequ
 
 
 def _index_run_requests_of(
-    instance: DagsterInstance, settings: Settings, trigger: str, busy: set[str]
+    instance: DagsterInstance, settings: Settings, trigger: str
 ) -> list[RunRequest] | SkipReason:
-    # The guard against planning a document twice, and against moving the partitions of queued
-    # runs: nothing is planned while any run of the workspace is queued or in progress.
-    if settings.workspace in busy:
-        return SkipReason("an indexing run is queued or in progress")
     try:
         with index_lock(settings.home, timeout_seconds=0), Catalog(settings) as catalog:
+            # The guard against planning a document twice, and against moving the partitions
+            # of queued runs; checked holding the lock, which other planners (the CLI) take.
+            if active_index_run(instance, settings.workspace):
+                return SkipReason("an indexing run is queued or in progress")
             diff = find_work(settings, catalog)
+            # Also removes the partitions of documents a previous run deleted.
+            planned = plan_index_runs(instance, settings, diff)
     except LockTimeout:
         return SkipReason("an indexing run is in progress")
-    # Also removes the partitions of documents a previous run deleted.
-    planned = plan_index_runs(instance, settings, diff)
     if not planned:
         return SkipReason("no document changed")
     # Run keys name the plan (see plan_index_runs): the same change needing another run later

@@ -132,32 +132,16 @@ def _queue(
     settings: Settings, diff: ManifestDiff, *, retry_failed: bool, trigger: str
 ) -> list[str]:
     """The diff's documents as runs of at most ``indexing.run_documents`` in Dagster's queue."""
-    from dagster import RunsFilter
-
     from rag_pipeline.defs.instance import get_instance
     from rag_pipeline.defs.queue import submit_runs
-    from rag_pipeline.defs.runs import (
-        ACTIVE_STATUSES,
-        WORKSPACE_TAG,
-        fail_abandoned_runs,
-        index_documents_job,
-        plan_index_runs,
-    )
+    from rag_pipeline.defs.runs import active_index_run, fail_abandoned_runs, plan_index_runs
 
     with get_instance(settings) as instance:
         fail_abandoned_runs(instance, settings)
-        # Their documents may be among these: a plan is made while no run of its own is active.
-        active = instance.get_runs(
-            RunsFilter(
-                job_name=index_documents_job.name,
-                statuses=ACTIVE_STATUSES,
-                tags={WORKSPACE_TAG: settings.workspace},
-            ),
-            limit=1,
-        )
+        active = active_index_run(instance, settings.workspace)
         if active:
-            status = active[0].status.value.lower()
-            raise RunsInProgress(f"run {active[0].run_id} of this workspace is {status}")
+            status = active.status.value.lower()
+            raise RunsInProgress(f"run {active.run_id} of this workspace is {status}")
         planned = plan_index_runs(instance, settings, diff)
         logger.info("queueing %d runs for %d documents", len(planned), len(diff.to_process))
         return submit_runs(instance, settings, planned, retry_failed=retry_failed, trigger=trigger)

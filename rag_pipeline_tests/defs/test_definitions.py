@@ -1,3 +1,4 @@
+import time
 from pathlib import Path
 
 import yaml
@@ -128,3 +129,20 @@ def test_the_embedded_store_is_written_by_one_run_at_a_time_and_a_qdrant_server_
     }
     server = load_settings(home, store={"url": "http://qdrant.internal:6333"})
     assert instance_config(server)["concurrency"] == {"runs": {"max_concurrent_runs": 1}}
+
+
+def test_a_daemon_counts_as_running_only_while_it_beats(home: Path) -> None:
+    from dagster._daemon.types import DaemonHeartbeat
+
+    from rag_pipeline.defs.instance import get_instance
+    from rag_pipeline.defs.queue import QUEUE_DAEMON, daemon_running
+
+    with get_instance(load_settings(home)) as instance:
+        assert not daemon_running(instance)
+        for age_seconds, running in ((600.0, False), (5.0, True)):
+            instance.add_daemon_heartbeat(
+                DaemonHeartbeat(time.time() - age_seconds, QUEUE_DAEMON, "test", errors=[])
+            )
+            assert daemon_running(instance) is running
+        instance.wipe_daemon_heartbeats()
+        assert not daemon_running(instance)

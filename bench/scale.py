@@ -1,0 +1,98 @@
+"""Per-document overhead at 1k / 10k / 100k documents, and one against two concurrent runs.
+
+The models are kept out of it: a home first indexes 100 distinct short notes (the baseline,
+which fills the embedding cache), then N copies of them in another folder, whose chunks are all
+in the cache. The copies' run costs what the pipeline adds per document (manifest, Dagster's
+partitions and events, parsing, chunking, the catalog, the store): printed as milliseconds per
+document beside the baseline's, with a no-op re-run of the N + 100 files (goal at 100k: ≤ 20 ms
+per document, no-op ≤ 5 s). Then the copies of the smallest N indexed again into fresh homes
+(cache warmed the same way) by ``index --parallel 1`` and ``--parallel 2``, runs of N / 4
+documents: what going parallel costs or gains on this machine.
+
+    python bench/scale.py [--sizes 1000,10000,100000] [--skip-parallel]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _harness import Measured, run_cli, write_short_markdown
+
+DISTINCT = 100
+
+
+def copies(notes: list[Path], folder: Path, count: int) -> Path:
+    """``count`` files, each a copy of one of ``notes`` in turn."""
+    folder.mkdir(parents=True)
+    texts = [note.read_bytes() for note in notes]
+    for number in range(count):
+        (folder / f"copy-{number:06d}.md").write_bytes(texts[number % len(texts)])
+    return folder
+
+
+def warmed_home(work: Path, name: str, notes: Path) -> tuple[Path, Measured]:
+    home = work / name
+    return home, run_cli("index", "--home", home, "--source", notes)
+
+
+def per_document_ms(run: Measured, documents: int) -> float:
+    return run.seconds / documents * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="1000,10000,100000", help="comma-separated N")
+    parser.add_argument("--skip-parallel", action="store_true")
+    args = parser.parse_args()
+    sizes = [int(size) for size in args.sizes.split(",")]
+    work = Path(tempfile.mkdtemp(prefix="rag-bench-scale-"))
+    try:
+        notes = work / "notes"
+        distinct = write_short_markdown(notes, DISTINCT)
+        for size in sizes:
+            folder = copies(distinct, work / f"copies-{size}", size)
+            home, baseline = warmed_home(work, f"home-{size}", notes)
+            print(
+                f"N={size}: baseline, {DISTINCT} distinct notes embedded: {baseline.seconds:.1f} s "
+                f"({per_document_ms(baseline, DISTINCT):.0f} ms/doc) | {baseline.summary}"
+            )
+            added = run_cli("index", "--home", home, "--source", folder)
+            print(
+                f"N={size}: {size} copies, every chunk cached: {added.seconds:.1f} s, "
+                f"{per_document_ms(added, size):.1f} ms/doc, {added.cpu_seconds:.1f} s CPU, "
+                f"peak RSS {added.peak_rss_mb:.0f} MB | {added.summary}"
+            )
+            no_op = run_cli("index", "--home", home)
+            print(f"N={size}: no-op re-run of {size + DISTINCT} files: {no_op.seconds:.2f} s")
+            shutil.rmtree(home)
+        if not args.skip_parallel:
+            size = min(sizes)
+            folder = work / f"copies-{size}"
+            for parallel in (1, 2):
+                home, _ = warmed_home(work, f"parallel-{parallel}", notes)
+                run = run_cli(
+                    "index",
+                    "--home",
+                    home,
+                    "--source",
+                    folder,
+                    "--parallel",
+                    str(parallel),
+                    env={"RAG_PIPELINE_INDEXING__RUN_DOCUMENTS": str(max(size // 4, 1))},
+                )
+                print(
+                    f"--parallel {parallel}, {size} copies in runs of {max(size // 4, 1)}: "
+                    f"{run.seconds:.1f} s, {run.cpu_seconds:.1f} s CPU | {run.summary}"
+                )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
