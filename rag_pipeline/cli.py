@@ -309,8 +309,8 @@ def _index(args: argparse.Namespace) -> int:
         raise UserError(str(error)) from error
     except RunsInProgress as error:
         raise UserError(
-            f"{error}: --parallel plans while no run of the workspace is queued or in "
-            "progress; try again when they end"
+            f"{error}: nothing is planned while a run of the workspace is queued or in "
+            "progress (their documents may be among the changes); try again when they end"
         ) from error
     except NoDaemon as error:
         raise UserError(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import Settings
@@ -20,6 +21,9 @@ from rag_pipeline.indexing.commit import finish_collections, repair_pending
 from rag_pipeline.indexing.run import target_collection
 from rag_pipeline.locking import index_lock
 from rag_pipeline.manifest import ManifestDiff, find_changes
+
+if TYPE_CHECKING:
+    from dagster import DagsterInstance
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +116,7 @@ def _run(
     )
     with get_instance(settings) as instance:
         fail_abandoned_runs(instance, settings)  # e.g. an earlier `index` killed mid-way
+        _refuse_while_runs_are_active(instance, settings)
         planned = plan_index_run(instance, settings, diff)
         level = "DEBUG" if verbose else "ERROR"
         result = defs.resolve_job_def(index_documents_job.name).execute_in_process(
@@ -134,17 +139,25 @@ def _queue(
     """The diff's documents as runs of at most ``indexing.run_documents`` in Dagster's queue."""
     from rag_pipeline.defs.instance import get_instance
     from rag_pipeline.defs.queue import submit_runs
-    from rag_pipeline.defs.runs import active_index_run, fail_abandoned_runs, plan_index_runs
+    from rag_pipeline.defs.runs import fail_abandoned_runs, plan_index_runs
 
     with get_instance(settings) as instance:
         fail_abandoned_runs(instance, settings)
-        active = active_index_run(instance, settings.workspace)
-        if active:
-            status = active.status.value.lower()
-            raise RunsInProgress(f"run {active.run_id} of this workspace is {status}")
+        _refuse_while_runs_are_active(instance, settings)
         planned = plan_index_runs(instance, settings, diff)
         logger.info("queueing %d runs for %d documents", len(planned), len(diff.to_process))
         return submit_runs(instance, settings, planned, retry_failed=retry_failed, trigger=trigger)
+
+
+def _refuse_while_runs_are_active(instance: DagsterInstance, settings: Settings) -> None:
+    """Queued or running runs of the workspace may hold some of these documents, and planning
+    would move their partitions: nothing is planned until they end."""
+    from rag_pipeline.defs.runs import active_index_run
+
+    active = active_index_run(instance, settings.workspace)
+    if active:
+        status = active.status.value.lower()
+        raise RunsInProgress(f"run {active.run_id} of this workspace is {status}")
 
 
 def _wait(settings: Settings, run_ids: list[str], diff: ManifestDiff) -> bool:

@@ -162,8 +162,9 @@ def test_a_run_no_plan_made_waits_for_the_runs_of_a_plan_which_run_side_by_side(
         pass
 
 
-def test_index_parallel_refuses_to_plan_while_a_run_of_the_workspace_is_in_progress(
-    cli: Cli, home: Path, watched: Path
+@pytest.mark.parametrize("queued", [True, False], ids=["parallel", "in-process"])
+def test_index_refuses_to_plan_while_a_run_of_the_workspace_is_in_progress(
+    cli: Cli, home: Path, watched: Path, queued: bool
 ) -> None:
     (watched / "a.md").write_text("# A\n\nText.", encoding="utf-8")
     with get_instance(load_settings(home)) as instance:
@@ -174,6 +175,6 @@ def test_index_parallel_refuses_to_plan_while_a_run_of_the_workspace_is_in_progr
                 tags={WORKSPACE_TAG: "default"},
             )
         )
-    result = cli("index", "--home", home, "--parallel", "2")
+    result = cli("index", "--home", home, *(["--parallel", "2"] if queued else []))
     assert result.code != 0
-    assert "is started: --parallel plans while no run of the workspace" in result.err
+    assert "is started: nothing is planned while a run of the workspace" in result.err
