@@ -7,6 +7,7 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dagster import (
@@ -18,7 +19,7 @@ from dagster import (
     in_process_executor,
 )
 
-from rag_pipeline.config import Settings
+from rag_pipeline.config import Settings, workspace_home
 from rag_pipeline.defs.assets import document_assets
 from rag_pipeline.defs.partitions import PLAN_TAG, arrange_partition_ranges, arrange_partitions
 from rag_pipeline.ids import DEFAULT_WORKSPACE
@@ -137,18 +138,19 @@ def fail_abandoned_runs(instance: DagsterInstance, settings: Settings) -> list[s
     (``DefaultRunLauncher`` has no worker health check) nor for the CLI's in-process runs; a run
     left started would make the sensor skip every tick. What such a run committed stays; the
     rest is found changed and indexed again by the next plan. Its concurrency slot, if it died
-    writing the store, is given back at once.
+    writing the store, is given back at once. Every workspace's runs are looked at (each in its
+    own home): the store's concurrency pool is the instance's, so another workspace's dead run
+    would hold its slot for all.
     """
     abandoned = []
-    started_runs = set()
+    started_runs: dict[Path, set[str]] = {}  # by home
     for record in instance.get_run_records(
         RunsFilter(job_name=index_documents_job.name, statuses=[DagsterRunStatus.STARTED])
     ):
-        if workspace_of_run(record.dagster_run.tags) != settings.workspace:
-            continue  # another workspace's locks tell about it
+        home = workspace_home(settings.root, workspace_of_run(record.dagster_run.tags))
         run_id = record.dagster_run.run_id
-        started_runs.add(run_id)
-        holding, pid = run_lock_state(settings.home, run_id) or (False, None)
+        started_runs.setdefault(home, set()).add(run_id)
+        holding, pid = run_lock_state(home, run_id) or (False, None)
         if holding:
             dead = False
         elif pid is None:  # it never took its lock (or is taking it this instant)
@@ -165,5 +167,6 @@ def fail_abandoned_runs(instance: DagsterInstance, settings: Settings) -> list[s
             if instance.event_log_storage.supports_global_concurrency_limits:
                 instance.event_log_storage.free_concurrency_slots_for_run(run_id)
             abandoned.append(run_id)
-    forget_run_locks(settings.home, keep=started_runs - set(abandoned))
+    for home in {settings.home, *started_runs}:
+        forget_run_locks(home, keep=started_runs.get(home, set()) - set(abandoned))
     return abandoned

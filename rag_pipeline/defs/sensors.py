@@ -35,8 +35,7 @@ def _index_run_requests(instance: DagsterInstance, trigger: str) -> list[RunRequ
     run per ``indexing.run_documents`` documents)."""
     workspaces = list_workspaces(load_settings())
     remove_other_workspaces_partitions(instance, {workspace.id for workspace in workspaces})
-    for workspace in workspaces:
-        fail_abandoned_runs(instance, workspace.settings)
+    fail_abandoned_runs(instance, workspaces[0].settings)  # every workspace's
     requests, skipped = [], []
     for workspace in workspaces:
         planned = _index_run_requests_of(instance, workspace.settings, trigger)

@@ -138,6 +138,22 @@ def _hold_run_lock_in_a_process_that_ends(home: Path, run_id: str) -> None:
     )
 
 
+def test_another_workspaces_dead_run_is_marked_failed_too(home: Path) -> None:
+    """The store's concurrency pool is the instance's: a dead run of any workspace holds it."""
+    from rag_pipeline.defs.runs import fail_abandoned_runs, index_documents_job
+
+    acme = create_workspace(load_settings(home), "Acme")
+    with get_instance(load_settings(home)) as instance:
+        run = DagsterRun(
+            job_name=index_documents_job.name,
+            status=DagsterRunStatus.STARTED,
+            tags={WORKSPACE_TAG: acme.id},
+        )
+        instance.add_run(run)
+        _hold_run_lock_in_a_process_that_ends(acme.settings.home, run.run_id)
+        assert fail_abandoned_runs(instance, load_settings(home)) == [run.run_id]
+
+
 def test_a_run_whose_process_died_after_taking_the_lock_is_marked_failed(home: Path) -> None:
     from rag_pipeline.defs.runs import fail_abandoned_runs
 
