@@ -49,7 +49,11 @@ def run_cli(*args: str | Path, env: dict[str, str] | None = None) -> Measured:
 
 def run_command(argv: list[str], env: dict[str, str] | None = None) -> Measured:
     """Run a command in a fresh process; wall time and peak memory of its process tree."""
-    environment = os.environ | {"HF_HUB_OFFLINE": "1", "DO_NOT_TRACK": "1"} | (env or {})
+    # Without PYTHONDONTWRITEBYTECODE (some sandboxes set it): an installed package runs from
+    # cached bytecode, as a peer installed by pip does, instead of compiling its modules anew
+    # in every process.
+    inherited = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    environment = inherited | {"HF_HUB_OFFLINE": "1", "DO_NOT_TRACK": "1"} | (env or {})
     cpu_before = children_cpu_seconds()
     started = time.perf_counter()
     process = subprocess.Popen(

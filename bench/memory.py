@@ -11,7 +11,7 @@ chunk goes through chunking, the store and the catalog, while the embedding cach
 model the copies (embedding 400,000 distinct chunks would take hours on two cores, and
 measures the model, not the pipeline).
 
-    python bench/memory.py [--log-mb 200]
+    python bench/memory.py [--log-mb 200] [--only-log]
 """
 
 from __future__ import annotations
@@ -85,13 +85,14 @@ def measure(label: str, document: Path, work: Path, baseline: float) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--log-mb", type=int, default=200)
+    parser.add_argument("--only-log", action="store_true", help="skip the corpus documents")
     args = parser.parse_args()
     require_shared()
     work = Path(tempfile.mkdtemp(prefix="rag-bench-memory-"))
     try:
         baseline = bare_model_peak_mb(work / "bare")
         print(f"baseline: the bare dense model embedding one batch, peak RSS {baseline:.0f} MB")
-        for relative in DOCUMENTS:
+        for relative in [] if args.only_log else DOCUMENTS:
             copy = work / Path(relative).name
             shutil.copy(SHARED / "corpus" / relative, copy)
             measure(relative, copy, work, baseline)
