@@ -146,3 +146,30 @@ def test_a_daemon_counts_as_running_only_while_it_beats(home: Path) -> None:
             assert daemon_running(instance) is running
         instance.wipe_daemon_heartbeats()
         assert not daemon_running(instance)
+
+
+def test_the_dagster_internals_that_queueing_runs_uses_are_as_written() -> None:
+    """defs/queue.py creates runs as `dagster job launch` does and reads the queue daemon's
+    heartbeat; defs/runs.py frees a dead run's concurrency slots: pinned here."""
+    import inspect
+
+    from dagster._cli.job import _create_run
+    from dagster._core.storage.event_log.base import EventLogStorage
+    from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import (
+        QueuedRunCoordinatorDaemon,
+    )
+
+    from rag_pipeline.defs.queue import QUEUE_DAEMON
+
+    assert list(inspect.signature(_create_run).parameters) == [
+        "instance",
+        "code_location",
+        "remote_repo",
+        "remote_job",
+        "run_config",
+        "tags",
+        "op_selection",
+        "run_id",
+    ]
+    assert QueuedRunCoordinatorDaemon.daemon_type() == QUEUE_DAEMON
+    assert callable(EventLogStorage.free_concurrency_slots_for_run)
