@@ -310,7 +310,9 @@ def _index(args: argparse.Namespace) -> int:
     except RunsInProgress as error:
         raise UserError(
             f"{error}: nothing is planned while a run of the workspace is queued or in "
-            "progress (their documents may be among the changes); try again when they end"
+            "progress (their documents may be among the changes); try again when they end "
+            "(queued runs start while a dagster-daemon runs, e.g. under `rag-pipeline ui`, "
+            "where they can also be cancelled)"
         ) from error
     except NoDaemon as error:
         raise UserError(
