@@ -32,7 +32,6 @@ import argparse
 import json
 import os
 import re
-import signal
 import socket
 import statistics
 import subprocess
@@ -66,6 +65,7 @@ from dagster._core.workspace.load_target import ModuleTarget
 from rag_pipeline.config import HOME_ENV, Settings, load_settings
 from rag_pipeline.definitions import defs
 from rag_pipeline.defs.instance import dagster_home, get_instance
+from rag_pipeline.defs.queue import stop_process_group
 from rag_pipeline.defs.runs import TRIGGER_TAG, PlannedRun, index_documents_job, plan_index_run
 from rag_pipeline.defs.sensors import watched_folders_sensor
 from rag_pipeline.ids import DEFAULT_WORKSPACE, partition_key
@@ -301,12 +301,7 @@ def webserver(home: Path, log: Path) -> Iterator[Webserver]:
                 time.sleep(1)
         yield server
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_process_group(process)
 
 
 @dataclass

@@ -8,7 +8,24 @@ from typing import Any
 from rag_pipeline.catalog import Catalog, DocumentRecord
 from rag_pipeline.config import load_settings
 from rag_pipeline.indexing.checks import audit
+from rag_pipeline.manifest import SourceFile
 from rag_pipeline.store import open_vector_store
+
+
+def record_of(file: SourceFile, state: str = "indexed") -> DocumentRecord:
+    """The catalog's record of ``file`` as if its current version had been indexed."""
+    return DocumentRecord(
+        doc_id=file.doc_id,
+        source=file.source,
+        relative_path=file.relative_path,
+        file_type=file.file_type,
+        size=file.size,
+        mtime_ns=file.mtime_ns,
+        sha256=file.sha256,
+        version=file.version,
+        state=state,  # type: ignore[arg-type]
+        indexed_version=file.version,
+    )
 
 
 def live_name(home: Path) -> str:

@@ -5,24 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from rag_pipeline.catalog import DocumentRecord
 from rag_pipeline.config import Settings, load_settings
 from rag_pipeline.manifest import diff_manifest, scan_sources, source_labels
-
-
-def _record(file, state: str = "indexed") -> DocumentRecord:  # noqa: ANN001
-    return DocumentRecord(
-        doc_id=file.doc_id,
-        source=file.source,
-        relative_path=file.relative_path,
-        file_type=file.file_type,
-        size=file.size,
-        mtime_ns=file.mtime_ns,
-        sha256=file.sha256,
-        version=file.version,
-        state=state,  # type: ignore[arg-type]
-        indexed_version=file.version,
-    )
+from rag_pipeline_tests.index_state import record_of
 
 
 @pytest.fixture
@@ -45,7 +30,7 @@ def test_unchanged_size_and_mtime_skip_hashing(settings: Settings, source: Path)
     path = source / "a.txt"
     path.write_text("one")
     files, _ = scan_sources(settings, {})
-    known = {files[0].doc_id: _record(files[0])}
+    known = {files[0].doc_id: record_of(files[0])}
     # Same size and time, other content: the recorded hash is trusted, not recomputed.
     stat = path.stat()
     path.write_text("two")
@@ -60,7 +45,7 @@ def test_diff_classifies_new_changed_unchanged_and_deleted(
     for name in ("keep.txt", "edit.txt", "gone.txt"):
         (source / name).write_text(name)
     files, _ = scan_sources(settings, {})
-    known = {file.doc_id: _record(file) for file in files}
+    known = {file.doc_id: record_of(file) for file in files}
     (source / "edit.txt").write_text("edited text")
     (source / "gone.txt").unlink()
     (source / "new.txt").write_text("new")
@@ -77,7 +62,7 @@ def test_documents_of_a_missing_folder_are_kept_not_deleted(
 ) -> None:
     (source / "a.txt").write_text("a")
     files, _ = scan_sources(settings, {})
-    known = {file.doc_id: _record(file) for file in files}
+    known = {file.doc_id: record_of(file) for file in files}
     source.rename(source.with_name("unmounted"))
     files, missing = scan_sources(settings, known)
     diff = diff_manifest(files, missing, known, {})
@@ -107,7 +92,7 @@ def test_a_collection_being_built_for_new_models_takes_every_document_as_changed
 ) -> None:
     (source / "a.txt").write_text("a")
     files, missing = scan_sources(settings, {})
-    live = {file.doc_id: _record(file) for file in files}
+    live = {file.doc_id: record_of(file) for file in files}
     diff = diff_manifest(files, missing, {}, live)
     assert diff.changed == ["docs/a.txt"] and diff.new == []
     (source / "a.txt").unlink()
@@ -120,7 +105,7 @@ def test_a_failed_document_is_retried_once_its_backoff_has_passed(
 ) -> None:
     (source / "a.txt").write_text("a")
     files, missing = scan_sources(settings, {})
-    failed = replace(_record(files[0], state="failed"), retry_at=time.time() + 60)
+    failed = replace(record_of(files[0], state="failed"), retry_at=time.time() + 60)
     assert diff_manifest(files, missing, {"docs/a.txt": failed}, {}).unchanged == ["docs/a.txt"]
     assert diff_manifest(files, missing, {"docs/a.txt": failed}, {}, retry_failed=True).changed == [
         "docs/a.txt"

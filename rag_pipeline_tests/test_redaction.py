@@ -18,7 +18,6 @@ from dagster import AssetKey, AssetRecordsFilter
 from PIL import Image
 from pydantic import ValidationError
 
-from rag_pipeline.catalog import DocumentRecord
 from rag_pipeline.config import RedactionSettings, Settings, load_settings
 from rag_pipeline.defs.instance import get_instance
 from rag_pipeline.embedding import SparseEncoder
@@ -28,7 +27,7 @@ from rag_pipeline.redaction import Redactor, detectors
 from rag_pipeline.store import open_vector_store
 from rag_pipeline_tests.conftest import Cli
 from rag_pipeline_tests.documents import docx_file, text_pdf
-from rag_pipeline_tests.index_state import live_chunks, live_name, live_records
+from rag_pipeline_tests.index_state import live_chunks, live_name, live_records, record_of
 from serving.preview import render_page
 from serving.server import BackgroundServer
 
@@ -216,8 +215,8 @@ def test_a_new_detector_version_reindexes_redacted_documents_and_no_others(
     redacted = load_settings(home, sources=[source], redaction={"enabled": True})
     plain = load_settings(home, sources=[source])
     indexed = {
-        "redacted": {file.doc_id: _indexed(file) for file in scan_sources(redacted, {})[0]},
-        "plain": {file.doc_id: _indexed(file) for file in scan_sources(plain, {})[0]},
+        "redacted": {file.doc_id: record_of(file) for file in scan_sources(redacted, {})[0]},
+        "plain": {file.doc_id: record_of(file) for file in scan_sources(plain, {})[0]},
     }
     monkeypatch.setattr(detectors, "DETECTOR_VERSION", detectors.DETECTOR_VERSION + 1)
     diffs = {
@@ -226,21 +225,6 @@ def test_a_new_detector_version_reindexes_redacted_documents_and_no_others(
     }
     assert (diffs["redacted"].changed, diffs["redacted"].unchanged) == (["docs/mail.md"], [])
     assert (diffs["plain"].changed, diffs["plain"].unchanged) == ([], ["docs/mail.md"])
-
-
-def _indexed(file: Any) -> DocumentRecord:
-    return DocumentRecord(
-        doc_id=file.doc_id,
-        source=file.source,
-        relative_path=file.relative_path,
-        file_type=file.file_type,
-        size=file.size,
-        mtime_ns=file.mtime_ns,
-        sha256=file.sha256,
-        version=file.version,
-        state="indexed",
-        indexed_version=file.version,
-    )
 
 
 def _paragraphs() -> list[str]:

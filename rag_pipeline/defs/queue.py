@@ -20,9 +20,10 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO, Any
 
 import yaml
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
@@ -117,33 +118,42 @@ def queue_daemon(settings: Settings) -> Iterator[Callable[[], bool]]:
         QUEUE_ONLY_ENV: "1",
     }
     with (home / "queue-daemon.log").open("ab") as log:
-        process = subprocess.Popen(
-            # The venv's dagster-daemon, beside this interpreter (the venv need not be on PATH).
-            [
-                str(Path(sys.executable).with_name("dagster-daemon")),
-                "run",
-                "-w",
-                str(workspace_file(settings)),
-            ],
-            env=environment,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        process = start_daemon(workspace_file(settings), environment, log)
         logger.info("started dagster-daemon (process %d) to run the queue", process.pid)
         try:
             yield lambda: process.poll() is None
         finally:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+            stop_process_group(process)
             # Its last beats would make the next command take it for a running daemon (no
             # other daemon ran: this one was started because none did).
             with get_instance(settings) as instance:
                 instance.wipe_daemon_heartbeats()
+
+
+def start_daemon(
+    workspace: Path, environment: Mapping[str, str], log: IO[Any]
+) -> subprocess.Popen[bytes]:
+    """``dagster-daemon run`` for ``workspace``, in a session of its own so that
+    :func:`stop_process_group` stops the code server and runs it started too."""
+    return subprocess.Popen(
+        # The venv's dagster-daemon, beside this interpreter (the venv need not be on PATH).
+        [str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", str(workspace)],
+        env=dict(environment),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def stop_process_group(process: subprocess.Popen[bytes], timeout_seconds: float = 60) -> None:
+    """Stop a process started in a session of its own, and what it started: SIGTERM, then
+    SIGKILL if it has not ended within ``timeout_seconds``."""
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout_seconds)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
 
 def wait_for_runs(

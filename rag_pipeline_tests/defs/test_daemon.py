@@ -10,9 +10,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
@@ -26,6 +23,7 @@ from dagster import AssetKey, AssetRecordsFilter, DagsterRunStatus, RunRecord, R
 
 from rag_pipeline.config import load_settings
 from rag_pipeline.defs.instance import get_instance, write_instance_config
+from rag_pipeline.defs.queue import start_daemon, stop_process_group
 from rag_pipeline.defs.runs import index_documents_job
 from rag_pipeline.faults import FAULT_ENV, FAULT_ONCE_ENV
 from rag_pipeline_tests.conftest import POSTGRES_URL, Cli
@@ -59,24 +57,12 @@ def _running_daemon(
         "RAG_PIPELINE_INDEXING__SENSOR_SECONDS": "1",
         **environment,
     }
-    log = (tmp_path / "daemon.log").open("w")
-    process = subprocess.Popen(
-        # The venv's dagster-daemon, beside this interpreter (the venv need not be on PATH).
-        [str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", str(workspace)],
-        env=environment,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        yield
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
+    with (tmp_path / "daemon.log").open("w") as log:
+        process = start_daemon(workspace, environment, log)
         try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-        log.close()
+            yield
+        finally:
+            stop_process_group(process)
 
 
 @pytest.fixture
