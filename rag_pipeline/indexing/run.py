@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -359,28 +359,28 @@ class Indexer:
         (across documents, so that small documents share model calls)."""
         doc_ids = list(doc_ids)
         total = sum(self.stages.chunk_count(task.doc_id) for task in self._tasks(doc_ids))
-        keys: dict[str, list[str]] = {}
-        embedded: set[str] = set()
+        tally = _EmbeddingTally(model_id, "chunks")
+        owners: list[tuple[str, str]] = []  # (doc id, text hash) of the slice's chunks
         pending: dict[str, str] = {}
         done = 0
-        started = time.perf_counter()
 
         def flush() -> None:
-            embedded.update(ensure(pending))
+            tally.add(owners, ensure(pending))
             progress(done, total)
             fault_point("mid-embedding")
+            owners.clear()
             pending.clear()
 
         for doc_id, batch in self._chunk_batches(doc_ids):
             texts = [row for row in batch if row["text"]]  # an uncaptioned picture has no text
-            keys.setdefault(doc_id, []).extend(row["text_hash"] for row in texts)
+            owners.extend((doc_id, row["text_hash"]) for row in texts)
             pending.update((row["text_hash"], row["text"]) for row in texts)
             done += len(batch)
             if len(pending) >= _EMBED_SLICE:
                 flush()
         if pending:
             flush()
-        return _embedding_report(model_id, "chunks", keys, embedded, started)
+        return tally.report()
 
     # -- image_embeddings ----------------------------------------------------------------------
 
@@ -388,18 +388,19 @@ class Indexer:
         """CLIP vectors of the run's pictures (nothing to do when images.clip_model is unset)."""
         if not self.settings.images.clip_model:
             return {}
-        keys: dict[str, list[str]] = {}
+        tally = _EmbeddingTally(self.clip.model_id, "pictures")
+        owners: list[tuple[str, str]] = []  # (doc id, image hash) of every picture
         files: dict[str, Path] = {}
         for doc_id, batch in self._chunk_batches(doc_ids):
             for row in batch:
                 if is_picture(row):
-                    keys.setdefault(doc_id, []).append(row["image_sha256"])
+                    owners.append((doc_id, row["image_sha256"]))
                     files[row["image_sha256"]] = self.settings.home / row["image_file"]
-        started = time.perf_counter()
         embedded = ensure_picture_vectors(
             self.clip, files, self.cache, _progress("image embeddings", "pictures")
         )
-        return _embedding_report(self.clip.model_id, "pictures", keys, embedded, started)
+        tally.add(owners, embedded)
+        return tally.report()
 
 
 class CaptionError(Exception):
@@ -434,28 +435,43 @@ class _ChunkSummary:
         }
 
 
-def _embedding_report(
-    model_id: str, unit: str, keys: dict[str, list[str]], embedded: set[str], started: float
-) -> dict[str, Metadata]:
-    """An embedding asset's metadata: per document its inputs (cache keys) and how many of them
-    were embedded now or found in the cache; for the batch ("*") the totals and seconds."""
-    report: dict[str, Metadata] = {}
-    for doc_id, doc_keys in keys.items():
-        unique = set(doc_keys)
-        report[doc_id] = {
-            "model": model_id,
-            unit: len(doc_keys),
-            "embedded": len(unique & embedded),
-            "cached": len(unique - embedded),
+@dataclass(slots=True)
+class _EmbeddingTally:
+    """An embedding asset's metadata, counted a slice of inputs at a time (so that it stays
+    small however many chunks a document has): per document its inputs, how many of them this
+    run embedded and how many it found in the cache; for the batch ("*") the texts or pictures
+    embedded, the inputs found in the cache, and the seconds."""
+
+    model_id: str
+    unit: str
+    started: float = field(default_factory=time.perf_counter)
+    counts: dict[str, list[int]] = field(default_factory=dict)  # doc id → [embedded, cached]
+    embedded: int = 0
+
+    def add(self, owners: Iterable[tuple[str, str]], embedded: set[str]) -> None:
+        """``owners``: (doc id, cache key) of each input of a slice; ``embedded``: the keys of
+        the slice the model computed now (the others came from the cache)."""
+        self.embedded += len(embedded)
+        for doc_id, key in owners:
+            self.counts.setdefault(doc_id, [0, 0])[key not in embedded] += 1
+
+    def report(self) -> dict[str, Metadata]:
+        report: dict[str, Metadata] = {
+            doc_id: {
+                "model": self.model_id,
+                self.unit: embedded + cached,
+                "embedded": embedded,
+                "cached": cached,
+            }
+            for doc_id, (embedded, cached) in self.counts.items()
         }
-    if keys:
-        total = len({key for doc_keys in keys.values() for key in doc_keys})
-        report["*"] = {
-            "embedded": len(embedded),
-            "cached": total - len(embedded),
-            "seconds": round(time.perf_counter() - started, 3),
-        }
-    return report
+        if self.counts:
+            report["*"] = {
+                "embedded": self.embedded,
+                "cached": sum(cached for _, cached in self.counts.values()),
+                "seconds": round(time.perf_counter() - self.started, 3),
+            }
+        return report
 
 
 def target_collection(settings: Settings, catalog: Catalog) -> CollectionRecord:
