@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from rag_pipeline.config import Settings
+from rag_pipeline.files import write_atomically
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance
@@ -108,8 +109,9 @@ def write_instance_config(settings: Settings) -> Path:
     path = home / "dagster.yaml"
     text = yaml.safe_dump(instance_config(settings), sort_keys=False)
     if not path.exists() or path.read_text() != text:
-        path.write_text(text)
-        path.chmod(0o600)  # it may hold a database password
+        # Whole or not at all: running daemons and runs read it. Its mode stays the temporary
+        # file's 0600, as it may hold a database password.
+        write_atomically(path, lambda temporary: Path(temporary).write_text(text))
     return home
 
 

@@ -31,6 +31,7 @@ from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 from rag_pipeline.config import Settings
 from rag_pipeline.defs.instance import write_instance_config
 from rag_pipeline.defs.runs import TRIGGER_TAG, PlannedRun, fail_abandoned_runs, index_documents_job
+from rag_pipeline.files import write_atomically
 from rag_pipeline.indexing.incremental import NoDaemon
 
 logger = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ def workspace_file(settings: Settings) -> Path:
     path = write_instance_config(settings) / "workspace.yaml"
     text = yaml.safe_dump({"load_from": [{"python_module": LOCATION}]})
     if not path.exists() or path.read_text() != text:
-        path.write_text(text)
+        write_atomically(path, lambda temporary: Path(temporary).write_text(text))
     return path
 
 

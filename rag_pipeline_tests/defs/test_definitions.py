@@ -6,7 +6,7 @@ from dagster import AssetKey, DagsterInstance
 
 from rag_pipeline.config import load_settings
 from rag_pipeline.definitions import defs
-from rag_pipeline.defs.instance import instance_config
+from rag_pipeline.defs.instance import instance_config, write_instance_config
 from rag_pipeline.defs.partitions import (
     DOCUMENTS,
     RANGE_END_TAG,
@@ -75,6 +75,15 @@ def test_postgres_storage_names_the_psycopg2_driver(home: Path) -> None:
         "db_name": "dagster",
         "scheme": "postgresql+psycopg2",
     }
+
+
+def test_the_instance_file_holding_a_password_stays_private_when_rewritten(home: Path) -> None:
+    url = "postgresql://rag:secret@db.local:5433/dagster"
+    written = write_instance_config(load_settings(home)) / "dagster.yaml"
+    write_instance_config(load_settings(home, dagster={"postgres_url": url}))
+    assert "secret" in written.read_text()
+    assert written.stat().st_mode & 0o077 == 0
+    assert [path.name for path in written.parent.iterdir() if path.name.endswith(".tmp")] == []
 
 
 def test_a_batch_becomes_one_contiguous_partition_range() -> None:
