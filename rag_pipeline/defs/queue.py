@@ -14,6 +14,7 @@ starts whatever else waits in the queue.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import signal
@@ -135,7 +136,8 @@ def start_daemon(
     workspace: Path, environment: Mapping[str, str], log: IO[Any]
 ) -> subprocess.Popen[bytes]:
     """``dagster-daemon run`` for ``workspace``, in a session of its own so that
-    :func:`stop_process_group` stops the code server and runs it started too."""
+    :func:`stop_process_group` stops the code server and runs it started too. On Linux it is
+    also stopped (SIGTERM) when the process that started it dies, even by SIGKILL."""
     return subprocess.Popen(
         # The venv's dagster-daemon, beside this interpreter (the venv need not be on PATH).
         [str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", str(workspace)],
@@ -143,7 +145,22 @@ def start_daemon(
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        preexec_fn=_terminated_with_parent(os.getpid()) if sys.platform == "linux" else None,
     )
+
+
+def _terminated_with_parent(parent: int) -> Callable[[], None]:
+    """What a child runs before its program: ask the kernel for SIGTERM when its parent dies.
+    The C function is looked up here, before the fork: the child only calls it."""
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    set_parent_death_signal = 1  # PR_SET_PDEATHSIG, <linux/prctl.h>
+
+    def arrange() -> None:
+        prctl(set_parent_death_signal, signal.SIGTERM)
+        if os.getppid() != parent:  # the parent died before the request was in place
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return arrange
 
 
 def stop_process_group(process: subprocess.Popen[bytes], timeout_seconds: float = 60) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import subprocess
+import sys
 import time
 import uuid
 from collections import Counter
@@ -30,6 +32,7 @@ from rag_pipeline_tests.conftest import POSTGRES_URL, Cli
 from rag_pipeline_tests.index_state import inconsistencies, live_records
 
 _KILLED_RUN_MARKER = "kill-one-run"
+CLI = [sys.executable, "-m", "rag_pipeline.cli"]
 
 
 def _eventually(what: str, condition: Callable[[], bool], timeout: float = 240.0) -> None:
@@ -257,3 +260,45 @@ def test_a_run_killed_among_parallel_runs_leaves_its_documents_to_converge_by_th
         _eventually("no run left", lambda: _runs(home, DagsterRunStatus.STARTED) == 0)
     assert inconsistencies(home) == []
     assert _most_at_once(_run_records(home)) <= 2
+
+
+def test_the_daemon_index_parallel_started_stops_when_the_command_is_killed(
+    home: Path, source: Path
+) -> None:
+    _notes(source, 3)
+    command = subprocess.Popen(
+        [*CLI, "index", "--home", str(home), "--source", str(source), "--parallel", "2"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _eventually("the command's daemon", lambda: _daemons_of(command.pid) != [])
+        [daemon] = _daemons_of(command.pid)
+        command.kill()
+        command.wait()
+        _eventually("the orphaned daemon stopped", lambda: not _alive(daemon), timeout=60)
+    finally:
+        command.kill()
+
+
+def _daemons_of(parent: int) -> list[int]:
+    """The ``dagster-daemon`` processes whose parent is ``parent``."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            command_line = (stat.parent / "cmdline").read_bytes()
+        except OSError:  # ended meanwhile
+            continue
+        if int(fields[1]) == parent and b"dagster-daemon" in command_line:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Running, not ended (a zombie has ended: no one may be there to reap it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
