@@ -4,8 +4,9 @@
   this process); what the embedded vector store needs, since its engine damages a shard that
   another process opens at the same time (see ``store/edge.py``). Shared holders, if asked.
 - :func:`index_lock`: the home folder to oneself, for planning (repairs, finding changes) and
-  for the CLI's in-process run, whoever starts it (CLI, sensor); re-entrant within a process,
-  so the CLI can hold it across planning and the Dagster run it then executes in-process.
+  for the CLI's in-process run, whoever starts it (CLI, sensor); re-entrant within a thread,
+  so the CLI can hold it across planning and the Dagster run it then executes in-process (in
+  the same thread), while two threads (a daemon's sensor and schedule) exclude each other.
 - :func:`run_lock`: what a Dagster run holds while it runs: the home folder shared with the
   other runs (their documents are disjoint: one plan made them), and a lock of its own that
   tells whether its process still lives (:func:`run_lock_state`).
@@ -97,7 +98,8 @@ def is_locked(path: Path) -> bool:
     return True
 
 
-_held: dict[Path, tuple[FileLock, int]] = {}  # index lock path → (lock, depth)
+# (index lock path, thread id) → (lock, depth)
+_held: dict[tuple[Path, int], tuple[FileLock, int]] = {}
 _guard = threading.Lock()
 
 
@@ -109,10 +111,11 @@ def index_lock_path(home: Path) -> Path:
 def index_lock(home: Path, *, timeout_seconds: float = 3600.0) -> Iterator[None]:
     """Hold the home's indexing lock, alone: no run, and no other planner, meanwhile."""
     path = index_lock_path(home)
+    holder = (path, threading.get_ident())
     with _guard:
-        lock, depth = _held.get(path, (None, 0))
+        lock, depth = _held.get(holder, (None, 0))
         if lock is not None:
-            _held[path] = (lock, depth + 1)
+            _held[holder] = (lock, depth + 1)
     if lock is None:
         lock = FileLock(path)
         waiting = f"another indexing run is in progress ({path}); waiting for it"
@@ -121,16 +124,16 @@ def index_lock(home: Path, *, timeout_seconds: float = 3600.0) -> Iterator[None]
                 f"another indexing run holds {path} for more than {timeout_seconds:g} s"
             )
         with _guard:
-            _held[path] = (lock, 1)
+            _held[holder] = (lock, 1)
     try:
         yield
     finally:
         with _guard:
-            lock, depth = _held[path]
+            lock, depth = _held[holder]
             if depth > 1:
-                _held[path] = (lock, depth - 1)
+                _held[holder] = (lock, depth - 1)
             else:
-                del _held[path]
+                del _held[holder]
                 lock.release()
 
 
@@ -149,7 +152,7 @@ def run_lock(
     for a planner counts as alive), then the home's indexing lock, shared with the other runs
     of a plan (their documents are disjoint) or, ``alone``, held alone (a run no plan made, say
     from the Dagster UI, may name any document); unless this process holds that lock already
-    (the CLI's in-process run)."""
+    (the CLI's in-process run, in the thread that planned it)."""
     own = FileLock(_run_lock_path(home, run_id))
     if not own.acquire(_PROBE_SECONDS):  # a probe (is_locked) holds it for an instant
         raise LockTimeout(f"run {run_id} is already running")
@@ -157,7 +160,7 @@ def run_lock(
     shared = None
     try:
         with _guard:
-            planning = index_lock_path(home) in _held
+            planning = (index_lock_path(home), threading.get_ident()) in _held
         if not planning:
             shared = FileLock(index_lock_path(home))
             waiting = f"another plan or run holds {home}; waiting for it"
