@@ -15,9 +15,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rag_pipeline import ids
-from rag_pipeline.catalog import Catalog, DocumentRecord
+from rag_pipeline.catalog import Catalog, DocumentRecord, DocumentState
 from rag_pipeline.chunking import CHUNKER_VERSION
 from rag_pipeline.config import Settings
 from rag_pipeline.embedding.image import clip_dim, clip_model_id
@@ -43,6 +44,22 @@ class SourceFile:
     @property
     def path(self) -> Path:
         return Path(self.source) / self.relative_path
+
+    def record(self, state: DocumentState, **rest: Any) -> DocumentRecord:
+        """The catalog's record of this file's current version in ``state`` (``rest``: the
+        record's other fields)."""
+        return DocumentRecord(
+            doc_id=self.doc_id,
+            source=self.source,
+            relative_path=self.relative_path,
+            file_type=self.file_type,
+            size=self.size,
+            mtime_ns=self.mtime_ns,
+            sha256=self.sha256,
+            version=self.version,
+            state=state,
+            **rest,
+        )
 
 
 @dataclass(slots=True)

@@ -5,27 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rag_pipeline.catalog import Catalog, DocumentRecord
+from rag_pipeline.catalog import Catalog, DocumentRecord, DocumentState
 from rag_pipeline.config import load_settings
 from rag_pipeline.indexing.checks import audit
 from rag_pipeline.manifest import SourceFile
 from rag_pipeline.store import open_vector_store
 
 
-def record_of(file: SourceFile, state: str = "indexed") -> DocumentRecord:
+def record_of(file: SourceFile, state: DocumentState = "indexed") -> DocumentRecord:
     """The catalog's record of ``file`` as if its current version had been indexed."""
-    return DocumentRecord(
-        doc_id=file.doc_id,
-        source=file.source,
-        relative_path=file.relative_path,
-        file_type=file.file_type,
-        size=file.size,
-        mtime_ns=file.mtime_ns,
-        sha256=file.sha256,
-        version=file.version,
-        state=state,  # type: ignore[arg-type]
-        indexed_version=file.version,
-    )
+    return file.record(state, indexed_version=file.version)
 
 
 def live_name(home: Path) -> str:

@@ -127,16 +127,8 @@ def _write_document(
     file = task.file
     assert file is not None
     stage = indexer.stages.chunks_meta(task.doc_id)
-    record = DocumentRecord(
-        doc_id=task.doc_id,
-        source=file.source,
-        relative_path=file.relative_path,
-        file_type=file.file_type,
-        size=file.size,
-        mtime_ns=file.mtime_ns,
-        sha256=file.sha256,
-        version=file.version,
-        state="failed",
+    record = file.record(
+        "failed",
         indexed_version=previous.indexed_version if previous else None,
         title=previous.title if previous else None,
         pages=previous.pages if previous else None,
