@@ -182,12 +182,34 @@ def wait_for_runs(
     poll_seconds: float = 1.0,
 ) -> bool:
     """Wait until the runs end; whether all succeeded. A run whose process died is marked
-    failed on the way (as the sensor does), so the wait ends."""
-    while True:
-        runs = instance.get_runs(RunsFilter(run_ids=run_ids))
-        if all(run.is_finished for run in runs):
-            return all(run.status == DagsterRunStatus.SUCCESS for run in runs)
-        if not daemon_alive() and any(run.status == DagsterRunStatus.QUEUED for run in runs):
-            raise NoDaemon("the dagster-daemon stopped while runs were queued")
-        fail_abandoned_runs(instance, settings)
-        time.sleep(poll_seconds)
+    failed on the way (as the sensor does), so the wait ends. Interrupted (Ctrl-C), the wait
+    cancels the runs first: left queued, they would block the next plan."""
+    try:
+        while True:
+            runs = instance.get_runs(RunsFilter(run_ids=run_ids))
+            if all(run.is_finished for run in runs):
+                return all(run.status == DagsterRunStatus.SUCCESS for run in runs)
+            if not daemon_alive() and any(run.status == DagsterRunStatus.QUEUED for run in runs):
+                raise NoDaemon("the dagster-daemon stopped while runs were queued")
+            fail_abandoned_runs(instance, settings)
+            time.sleep(poll_seconds)
+    except KeyboardInterrupt:
+        cancel_runs(instance, run_ids)
+        raise
+
+
+def cancel_runs(
+    instance: DagsterInstance, run_ids: list[str], timeout_seconds: float = 60.0
+) -> None:
+    """Cancel the runs not yet finished: queued ones never start; started ones are asked to
+    stop by their launcher (what they committed stays) and waited for, up to
+    ``timeout_seconds``, while the daemon that launched them still runs."""
+    logger.warning("interrupted: cancelling the command's runs")
+    for run in instance.get_runs(RunsFilter(run_ids=run_ids)):
+        if not run.is_finished:
+            instance.run_coordinator.cancel_run(run.run_id)
+    deadline = time.monotonic() + timeout_seconds
+    while time.monotonic() < deadline:
+        if all(run.is_finished for run in instance.get_runs(RunsFilter(run_ids=run_ids))):
+            return
+        time.sleep(0.5)

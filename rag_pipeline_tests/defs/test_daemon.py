@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -279,6 +280,35 @@ def test_the_daemon_index_parallel_started_stops_when_the_command_is_killed(
         _eventually("the orphaned daemon stopped", lambda: not _alive(daemon), timeout=60)
     finally:
         command.kill()
+
+
+def test_ctrl_c_of_index_parallel_cancels_its_runs_and_the_next_index_indexes_the_rest(
+    cli: Cli, home: Path, source: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAG_PIPELINE_INDEXING__RUN_DOCUMENTS", "1")
+    documents = _notes(source, 3)
+    command = subprocess.Popen(
+        [*CLI, "index", "--home", str(home), "--source", str(source), "--parallel", "1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=os.environ,
+    )
+    try:
+        _eventually("a run started", lambda: _runs(home, DagsterRunStatus.STARTED) == 1)
+        command.send_signal(signal.SIGINT)
+        _, err = command.communicate(timeout=120)
+    finally:
+        command.kill()
+    assert command.returncode == 130, err.decode()
+    statuses = Counter(record.dagster_run.status for record in _run_records(home))
+    assert sum(statuses.values()) == 3
+    assert statuses[DagsterRunStatus.CANCELED] >= 2  # those queued never started
+    assert all(status.value in {"SUCCESS", "CANCELED"} for status in statuses)
+
+    result = cli("index", "--home", home)  # nothing left queued or started blocks it
+    assert result.code == 0, result.err
+    assert {d for d, r in live_records(home).items() if r.state == "indexed"} == documents
+    assert inconsistencies(home) == []
 
 
 def _daemons_of(parent: int) -> list[int]:
