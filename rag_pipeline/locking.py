@@ -17,10 +17,12 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -156,7 +158,7 @@ def run_lock(
     own = FileLock(_run_lock_path(home, run_id))
     if not own.acquire(_PROBE_SECONDS):  # a probe (is_locked) holds it for an instant
         raise LockTimeout(f"run {run_id} is already running")
-    own.describe_holder(str(os.getpid()))
+    own.describe_holder(_holder())
     shared = None
     try:
         with _guard:
@@ -170,18 +172,50 @@ def run_lock(
     finally:
         if shared is not None:
             shared.release()
+        # Written again as it lets go: the file's time tells a planner that cannot see this
+        # process (another container or machine) since when the run has been finishing.
+        own.describe_holder(_holder())
         own.release()
 
 
-def run_lock_state(home: Path, run_id: str) -> tuple[bool, int | None] | None:
-    """None when the run never took its lock here; else (whether it holds it now, the process
-    id it recorded)."""
+def _holder() -> str:
+    """``<pid>@<machine>``: what a run lock's file records of its holder."""
+    return f"{os.getpid()}@{_machine()}"
+
+
+def _machine() -> str:
+    """Where process ids mean the same: the host name and, on Linux, the pid namespace (each
+    container has its own)."""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        namespace = ""
+    return f"{socket.gethostname()}/{namespace}"
+
+
+@dataclass(frozen=True, slots=True)
+class RunLockState:
+    holding: bool  # a process holds the run's lock now
+    pid: int | None  # the process id the run recorded
+    here: bool  # that process id is one of this machine's (same host and pid namespace)
+    changed: float  # when the run took or let go of its lock (seconds since the epoch)
+
+
+def run_lock_state(home: Path, run_id: str) -> RunLockState | None:
+    """None when the run never took its lock in ``home``; else what its lock file says."""
     path = _run_lock_path(home, run_id)
     try:
-        pid = path.read_text()
+        holder = path.read_text()
+        changed = path.stat().st_mtime
     except OSError:
         return None
-    return is_locked(path), int(pid) if pid.isdigit() else None
+    pid, _, machine = holder.partition("@")
+    return RunLockState(
+        holding=is_locked(path),
+        pid=int(pid) if pid.isdigit() else None,
+        here=machine in ("", _machine()),  # none recorded: a lock file of an earlier version
+        changed=changed,
+    )
 
 
 def forget_run_locks(home: Path, keep: set[str]) -> None:

@@ -128,6 +128,9 @@ def workspace_of_run(tags: Mapping[str, str]) -> str:
 # A run takes its run lock within seconds of starting (its resource does, before any step): a
 # started run that has not taken it after this long is gone.
 _LOCK_TAKEN_WITHIN_SECONDS = 120.0
+# A run records its end within moments of letting go of its lock: one that let go this long ago
+# and is still called started died in between.
+_END_RECORDED_WITHIN_SECONDS = 120.0
 
 
 def fail_abandoned_runs(instance: DagsterInstance, settings: Settings) -> list[str]:
@@ -137,7 +140,9 @@ def fail_abandoned_runs(instance: DagsterInstance, settings: Settings) -> list[s
     Dagster's own run monitoring cannot tell for runs launched in a local process
     (``DefaultRunLauncher`` has no worker health check) nor for the CLI's in-process runs; a run
     left started would make the sensor skip every tick. What such a run committed stays; the
-    rest is found changed and indexed again by the next plan. Its concurrency slot, if it died
+    rest is found changed and indexed again by the next plan. A run in another container or on
+    another machine (``DockerRunLauncher``, ``K8sRunLauncher``), whose process cannot be looked
+    up from here, is dead when it let go of its lock long ago. Its concurrency slot, if it died
     writing the store, is given back at once. Every workspace's runs are looked at (each in its
     own home): the store's concurrency pool is the instance's, so another workspace's dead run
     would hold its slot for all.
@@ -150,14 +155,16 @@ def fail_abandoned_runs(instance: DagsterInstance, settings: Settings) -> list[s
         home = workspace_home(settings.root, workspace_of_run(record.dagster_run.tags))
         run_id = record.dagster_run.run_id
         started_runs.setdefault(home, set()).add(run_id)
-        holding, pid = run_lock_state(home, run_id) or (False, None)
-        if holding:
+        lock = run_lock_state(home, run_id)
+        if lock is not None and lock.holding:
             dead = False
-        elif pid is None:  # it never took its lock (or is taking it this instant)
+        elif lock is None or lock.pid is None:  # never took its lock (or is taking it now)
             started = record.start_time or record.create_timestamp.timestamp()
             dead = time.time() - started > _LOCK_TAKEN_WITHIN_SECONDS
-        else:  # it let go: dead, unless its process lives on, recording its success
-            dead = not process_alive(pid)
+        elif lock.here:  # it let go: dead, unless its process lives on, recording its end
+            dead = not process_alive(lock.pid)
+        else:  # on another machine or container, whose processes cannot be seen from here
+            dead = time.time() - lock.changed > _END_RECORDED_WITHIN_SECONDS
         if dead:
             instance.report_run_failed(
                 record.dagster_run,

@@ -1,5 +1,7 @@
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -136,6 +138,25 @@ def _hold_run_lock_in_a_process_that_ends(home: Path, run_id: str) -> None:
         ],
         check=True,
     )
+
+
+def test_a_run_in_another_container_is_judged_by_when_it_let_go_not_by_its_process_id(
+    home: Path,
+) -> None:
+    from rag_pipeline.defs.runs import fail_abandoned_runs
+
+    with get_instance(load_settings(home)) as instance:
+        run_id = _started_run(instance)
+        with run_lock(home, run_id):
+            pass
+        lock_file = home / "run-locks" / f"{run_id}.lock"
+        # As a run in another container writes it: its process id means nothing here (this
+        # one is of no process), and it let go a moment ago, so it is still recording its end.
+        lock_file.write_text("4194000@run-container/pid:[4026532999]")
+        assert fail_abandoned_runs(instance, load_settings(home)) == []
+        an_hour_ago = time.time() - 3600
+        os.utime(lock_file, (an_hour_ago, an_hour_ago))
+        assert fail_abandoned_runs(instance, load_settings(home)) == [run_id]
 
 
 def test_another_workspaces_dead_run_is_marked_failed_too(home: Path) -> None:
