@@ -171,12 +171,12 @@ def format_report(report: Report) -> str:
     lines = [
         f"{report.dataset}: {report.documents} documents, {report.chunks} chunks, indexed in "
         f"{report.index_seconds:.1f} s; {next(iter(report.methods.values()))['queries']} queries",
-        f"{'method':<24} {'nDCG@10':>8} {'Recall@100':>11} {'MRR@10':>8}",
+        f"{'method':<26} {'nDCG@10':>8} {'Recall@100':>11} {'MRR@10':>8}",
     ]
     for method, metrics in report.methods.items():
         mark = "  ← the chat page's" if method == report.configured else ""
         lines.append(
-            f"{method:<24} {metrics['ndcg@10']:>8.4f} {metrics['recall@100']:>11.4f} "
+            f"{method:<26} {metrics['ndcg@10']:>8.4f} {metrics['recall@100']:>11.4f} "
             f"{metrics['mrr@10']:>8.4f}{mark}"
         )
     lines.append(format_latency(report.latency_ms))

@@ -121,7 +121,9 @@ def rank_every_method(
     of both rankings as the page fuses them, without freshness; ``hybrid <fusion> +
     freshness`` for the configured fusion with freshness as configured (else a half-life of
     ``FRESHNESS_DAYS``); ``hybrid <fusion> - page context`` for the configured fusion without
-    ``retrieval.page_weight`` (when it is set); ``hybrid <fusion> + rerank`` (freshness as
+    ``retrieval.page_weight`` (when it is set); ``hybrid <fusion> - query length`` for it with
+    keywords at full weight whatever the question's length (when ``retrieval.sparse_query_terms``
+    is set); ``hybrid <fusion> + rerank`` (freshness as
     configured) when a reranker is configured. A blank query retrieves nothing (it scores zero).
     """
     config = retriever.settings.retrieval
@@ -156,12 +158,19 @@ def rank_every_method(
             text, prefetched, keep=config.top_k, fusion=fresh, rerank=False
         )
         record(f"hybrid {config.fusion} + freshness", query_id, units_of(freshened))
-        if config.page_weight:
-            alone = config.model_copy(update={"page_weight": 0.0, "freshness_half_life_days": None})
-            passages, _ = retriever.rank(
-                text, prefetched, keep=config.top_k, fusion=alone, rerank=False
-            )
-            record(f"hybrid {config.fusion} - page context", query_id, units_of(passages))
+        ablations = {
+            "page context": {"page_weight": 0.0} if config.page_weight else None,
+            "query length": (
+                {"sparse_query_terms": None} if config.sparse_query_terms is not None else None
+            ),
+        }
+        for feature, without in ablations.items():
+            if without is not None:
+                variant = config.model_copy(update={**without, "freshness_half_life_days": None})
+                passages, _ = retriever.rank(
+                    text, prefetched, keep=config.top_k, fusion=variant, rerank=False
+                )
+                record(f"hybrid {config.fusion} - {feature}", query_id, units_of(passages))
         if retriever.reranker is not None:
             reranked, _ = retriever.rank(text, prefetched, keep=config.top_k)
             record(f"hybrid {config.fusion} + rerank", query_id, units_of(reranked))

@@ -298,6 +298,15 @@ class RetrievalSettings(BaseModel):
         "was not trained on (embedding.dense_languages): such a ranking is mostly noise, and "
         "fusing it in would pull good keyword results down.",
     )
+    sparse_query_terms: int | None = Field(
+        10,
+        ge=1,
+        description="Long questions: the keyword (BM25) weight is scaled by min(1, this / the "
+        "question's distinct keyword terms). BM25 adds up every term a passage shares with a "
+        "wordy question, so its ranking drifts to passages that repeat the question's common "
+        "words, while the dense model reads the sentence whole. None: off; SPLADE's expanded "
+        "queries are not scaled (see bench/README.md).",
+    )
     page_weight: float = Field(
         0.5,
         ge=0,

@@ -397,7 +397,7 @@ class Retriever:
         when a reranker is configured and ``rerank`` (they then come first, in rerank order),
         the first ``keep`` kept if they reach ``min_score``.
         """
-        config = self._for_language(query, fusion or self.settings.retrieval)
+        config = self._for_query(query, fusion or self.settings.retrieval)
         timings = {} if timings is None else timings
         with _timed(timings, "fuse"):
             candidates = fuse(nearest, config)
@@ -424,12 +424,20 @@ class Retriever:
         ]
         return candidates, passages
 
-    def _for_language(self, query: str, config: RetrievalSettings) -> RetrievalSettings:
+    def _for_query(self, query: str, config: RetrievalSettings) -> RetrievalSettings:
         """``config``, with the dense weight lowered when the dense model does not know the
-        query's language (an English model asked in Chinese ranks close to at random)."""
-        if self._dense_languages is None or detect_language(query) in self._dense_languages:
-            return config
-        return config.model_copy(update={"dense_weight": config.foreign_dense_weight})
+        query's language (an English model asked in Chinese ranks close to at random), and the
+        keyword weight lowered for a question of more than ``sparse_query_terms`` terms."""
+        weights: dict[str, float] = {}
+        if self._dense_languages is not None and (
+            detect_language(query) not in self._dense_languages
+        ):
+            weights["dense_weight"] = config.foreign_dense_weight
+        if config.sparse_query_terms is not None:
+            terms = self.sparse.query_terms(query)
+            if terms and terms > config.sparse_query_terms:
+                weights["sparse_weight"] = config.sparse_weight * config.sparse_query_terms / terms
+        return config.model_copy(update=weights) if weights else config
 
 
 def _with_page_context(candidates: list[Candidate], weight: float) -> list[Candidate]:

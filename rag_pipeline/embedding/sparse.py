@@ -84,3 +84,8 @@ class SparseEncoder:
             np.asarray(embedding.indices, dtype=np.int64),
             np.asarray(embedding.values, dtype=np.float32),
         )
+
+    def query_terms(self, text: str) -> int | None:
+        """The distinct terms BM25 scores ``text`` by (stop words out, Chinese segmented);
+        None for SPLADE, whose query vector holds expansions, not the question's words."""
+        return len(self.embed_query(text).indices) if self._is_bm25 else None

@@ -125,6 +125,7 @@ METHODS = {
     "hybrid minmax",
     "hybrid dbsf + freshness",
     "hybrid dbsf - page context",
+    "hybrid dbsf - query length",
 }
 BASELINES = {"pages dense", "pages hybrid"}
 

@@ -185,3 +185,34 @@ def test_a_page_that_several_passages_match_rises_above_a_page_matched_once(
     rows = next(c for c in ranked if c.point_id == "rows")
     assert title.page_score == pytest.approx(0.5 * rows.fused_score)
     assert title.score == pytest.approx(title.fused_score + title.page_score)
+
+
+def test_a_long_question_weighs_its_keywords_less_than_a_short_one(tmp_path: Path) -> None:
+    # Both rankings find "both"; the runner-up is the keywords' best at equal weights.
+    nearest = NearestHits(
+        dense=_hits(("both", 0.9), ("read whole", 0.8), ("far", 0.1)),
+        sparse=_hits(("shares words", 20.0), ("both", 12.0), ("few words", 2.0)),
+    )
+    short = "what owls hunt"
+    long = (
+        "Which of the small animals that barn owls hunt at night, such as mice, voles, shrews, "
+        "rats, rabbits, frogs, lizards and insects, make up most of their diet in farmland and "
+        "wetland across Europe?"
+    )
+    settings = load_settings(tmp_path, retrieval={"fusion": "rrf"})
+    retriever = Retriever(settings, store=None)  # type: ignore[arg-type]
+    assert retriever.sparse.query_terms(short) == 2
+    assert retriever.sparse.query_terms(long) == 20
+
+    def order(question: str, retriever: Retriever = retriever) -> list[str]:
+        return [c.point_id for c in retriever.rank(question, nearest, keep=4)[0]]
+
+    assert order(short)[:2] == ["both", "shares words"]
+    ranked = retriever.rank(long, nearest, keep=4)[0]
+    assert [c.point_id for c in ranked][:2] == ["both", "read whole"]
+    keywords_only = next(c for c in ranked if c.point_id == "shares words")
+    assert keywords_only.fused_score == pytest.approx(0.5 / (60 + 1))  # weight 10 / 20 terms
+
+    full_weight = load_settings(tmp_path, retrieval={"fusion": "rrf", "sparse_query_terms": None})
+    unscaled = Retriever(full_weight, store=None)  # type: ignore[arg-type]
+    assert order(long, unscaled)[:2] == ["both", "shares words"]
