@@ -39,7 +39,9 @@ if TYPE_CHECKING:
     from qdrant_edge import EdgeShard, Filter
 
 _UPSERT_BATCH = 256
-_REOPEN_AFTER_POINTS = 50_000
+_REOPEN_AFTER_POINTS = 20_000
+# Optimized segments are merged up to this size (KB): what one optimization holds in memory.
+_MAX_SEGMENT_KB = 64_000
 _SCROLL_PAGE = 2048
 _CONFIG_FILE = "edge_config.json"  # written by qdrant_edge itself
 
@@ -76,9 +78,11 @@ class EdgeStore:
         from qdrant_edge import (
             Distance,
             EdgeConfig,
+            EdgeOptimizersConfig,
             EdgeShard,
             EdgeSparseVectorParams,
             EdgeVectorParams,
+            HnswIndexConfig,
             Memory,
             Modifier,
             PayloadSchemaType,
@@ -95,7 +99,10 @@ class EdgeStore:
                 f"text and {image_dim or 'no'} image vectors"
             )
         # Cold: the files are mapped and read on demand, not loaded into memory when the shard
-        # opens; the operating system's page cache keeps what searches touch.
+        # opens; the operating system's page cache keeps what searches touch. That holds for
+        # optimized segments only: an appendable one keeps its sparse index in memory, so the
+        # shard is optimized as it grows (see optimize), into segments of exact search (no
+        # HNSW graph, m=0), as appendable segments are searched.
         vectors = {
             DENSE_VECTOR: EdgeVectorParams(
                 size=dense_dim, distance=Distance.Cosine, memory=Memory.Cold
@@ -107,9 +114,13 @@ class EdgeStore:
             )
         config = EdgeConfig(
             vectors=vectors,
-            sparse_vectors={SPARSE_VECTOR: EdgeSparseVectorParams(modifier=Modifier.Idf)},
+            sparse_vectors={
+                SPARSE_VECTOR: EdgeSparseVectorParams(modifier=Modifier.Idf, memory=Memory.Cold)
+            },
             payload_memory=Memory.Cold,
             id_tracker_memory=Memory.Cold,
+            hnsw_config=HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10_000),
+            optimizers=EdgeOptimizersConfig(max_segment_size=_MAX_SEGMENT_KB),
         )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._shard = EdgeShard.create(str(self.path), config)
@@ -160,12 +171,14 @@ class EdgeStore:
                 self._reopen()
 
     def _reopen(self) -> None:
-        """Flush, close and open the shard again (the lock stays held).
+        """Optimize, flush, close and open the shard again (the lock stays held).
 
-        Qdrant Edge keeps every segment file it writes mapped in: a long write (one huge
-        document, a first index) would hold the whole index resident. Reopening unmaps them;
-        what searches need comes back from the page cache on demand.
+        Qdrant Edge keeps every segment file it writes mapped in, and what an optimization
+        replaced in memory: a long write (one huge document, a first index) would hold the
+        whole index resident. Reopening lets go of them; what searches need comes back from
+        the page cache on demand.
         """
+        self.optimize()
         self.shard.flush()
         self.shard.close()
         self._shard = self._load()
@@ -174,6 +187,14 @@ class EdgeStore:
     def flush(self) -> None:
         if self._shard is not None:
             self._shard.flush()
+
+    def optimize(self) -> None:
+        """Turn the appendable segment into an optimized one once it is large (Qdrant's
+        indexing threshold; below it, this costs nothing): its sparse index then leaves
+        memory. Shards created before exact-search segments were configured are left as
+        they are: optimizing them would build an HNSW graph of the whole index at once."""
+        if self._shard is not None and self._shard_config().get("hnsw_config", {}).get("m") == 0:
+            self._shard.optimize()
 
     def delete_document(self, doc_id: str, keep_version: str | None = None) -> None:
         from qdrant_edge import FieldCondition, Filter, MatchValue, UpdateOperation
@@ -269,6 +290,8 @@ class EdgeStore:
 
     def close(self) -> None:
         if self._shard is not None:
+            if self._written:
+                self.optimize()
             self._shard.close()
             self._shard = None
         self._lock.release()

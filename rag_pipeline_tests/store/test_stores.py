@@ -204,3 +204,38 @@ def test_a_long_write_to_the_embedded_store_loses_nothing_when_it_reopens_the_sh
     store.delete_document("a", keep_version="v1")
     assert store.count() == 450 and len(store.point_owners()) == 450
     store.close()
+
+
+def test_an_embedded_shard_that_grew_large_is_optimized_into_exact_search_segments(
+    tmp_path: Path,
+) -> None:
+    from qdrant_edge import EdgeShard
+
+    # Past Qdrant's indexing threshold (10 MB of vectors): 7,000 vectors of 384 floats.
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(7000, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    points = [
+        IndexPoint(
+            point_id=f"00000000-0000-0000-0000-{row + 1:012d}",
+            dense=vectors[row],
+            sparse=(np.array([row]), np.array([1.0], dtype=np.float32)),
+            payload={"doc_id": "big.log", "version": "v1", "chunk_id": f"big.log#{row}"},
+        )
+        for row in range(len(vectors))
+    ]
+    store = EdgeStore(tmp_path / "edge")
+    store.ensure_collection(384)
+    store.upsert(points)
+    store.close()  # a writer optimizes as it closes
+
+    shard = EdgeShard.load(str(tmp_path / "edge"))
+    assert shard.info().segments_count > 1  # the appendable segment was optimized
+    shard.close()
+    reopened = EdgeStore(tmp_path / "edge")
+    for row in (0, 3456, 6999):  # exact search: each vector finds itself first
+        nearest = reopened.nearest(vectors[row], (np.array([row]), np.array([1.0])), limit=3)
+        assert nearest.dense[0].payload["chunk_id"] == f"big.log#{row}"
+        assert nearest.sparse[0].payload["chunk_id"] == f"big.log#{row}"
+    assert reopened.count() == 7000
+    reopened.close()
