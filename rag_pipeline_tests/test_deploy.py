@@ -263,7 +263,10 @@ def test_the_instance_yaml_resolves_to_postgres_queued_runs_and_docker_launches(
     coordinator_class, coordinator = resolved["run_coordinator"]
     assert coordinator_class == "QueuedRunCoordinator"
     assert coordinator["max_concurrent_runs"] >= 1
-    assert [limit["key"] for limit in coordinator["tag_concurrency_limits"]] == [WORKSPACE_TAG]
+    [per_workspace] = coordinator["tag_concurrency_limits"]
+    assert per_workspace["key"] == WORKSPACE_TAG
+    # A workspace's runs side by side, with room left for another workspace's.
+    assert 1 < per_workspace["limit"] < coordinator["max_concurrent_runs"]
     assert resolved["run_launcher"][0] == "DockerRunLauncher"
     assert resolved["compute_logs"][1]["base_dir"].startswith(
         COMPOSE["x-environment"]["RAG_PIPELINE_HOME"] + "/"
@@ -341,7 +344,9 @@ def test_helm_queued_run_coordinator_config_fits_dagster() -> None:
     }
     result = process_config(resolve_to_config_type(QueuedRunCoordinator.config_type()), config)
     assert result.success, result.errors
-    assert [limit["key"] for limit in values["tagConcurrencyLimits"]] == [WORKSPACE_TAG]
+    [per_workspace] = values["tagConcurrencyLimits"]
+    assert per_workspace["key"] == WORKSPACE_TAG
+    assert 1 < per_workspace["limit"] < values["maxConcurrentRuns"]
 
 
 def test_helm_values_render_a_run_job_with_the_image_env_and_home_volume(tmp_path: Path) -> None:
