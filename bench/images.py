@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import SHARED, require_shared, run_cli
 
 from rag_pipeline.config import ImageSettings
-from rag_pipeline.embedding.cache import EmbeddingCache
+from rag_pipeline.embedding.cache import SqliteEmbeddingCache
 from rag_pipeline.embedding.image import ClipEncoder, ensure_picture_vectors
 from rag_pipeline.parsing import ParseOptions, parse_document
 from rag_pipeline.parsing.pool import parse_in_workers
@@ -77,7 +77,7 @@ def measure_clip(work: Path) -> None:
             model.encode_image(preprocess(opened.convert("RGB")).unsqueeze(0), normalize=True)
     plain = time.perf_counter() - started
 
-    cache = EmbeddingCache(work / "cache.sqlite")
+    cache = SqliteEmbeddingCache(work / "cache.sqlite")
     started = time.perf_counter()
     ensure_picture_vectors(encoder, pictures, cache)
     ours = time.perf_counter() - started

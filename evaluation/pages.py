@@ -57,6 +57,7 @@ from rag_pipeline.embedding import (
     SparseVector,
     ensure_dense,
     ensure_sparse,
+    open_embedding_cache,
 )
 from rag_pipeline.embedding.dense import TokenCounter
 from rag_pipeline.embedding.models import ENGLISH_STOPWORDS
@@ -394,7 +395,7 @@ def run_page_evaluation(settings: Settings, folder: Path) -> PageReport:
         logger.info("page baseline: reading the pages of %d PDFs", len(dataset.documents))
         pages = read_pages(dataset)
         sparse = _page_sparse_encoder(live_settings, pages[1])
-        cache = EmbeddingCache(live_settings.home / "cache" / "embeddings.sqlite")
+        cache = open_embedding_cache(live_settings)
         try:
             baseline = PageBaseline.build(pages, retriever.dense, sparse, cache)
         finally:

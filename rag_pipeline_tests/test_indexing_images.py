@@ -14,7 +14,7 @@ import pytest
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.cli import main
 from rag_pipeline.config import Settings, load_settings
-from rag_pipeline.embedding import EmbeddingCache, SparseVector
+from rag_pipeline.embedding import SparseVector, SqliteEmbeddingCache
 from rag_pipeline.indexing.points import VectorModels, points_from_cache
 from rag_pipeline.parsing.images import open_picture
 from rag_pipeline.store.schema import DocumentFacts
@@ -194,7 +194,7 @@ def test_chunk_rows_written_before_pictures_existed_still_become_text_points(
         "token_count": 7,
         "lang": "en",
     }
-    cache = EmbeddingCache(tmp_path / "cache.sqlite")
+    cache = SqliteEmbeddingCache(tmp_path / "cache.sqlite")
     models = VectorModels(dense="dense", sparse="sparse", image=None)
     cache.put_many("dense", {"h0": np.ones(4, np.float32).tobytes()})
     sparse = SparseVector(np.array([3]), np.array([0.5], np.float32))

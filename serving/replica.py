@@ -27,7 +27,7 @@ import numpy as np
 
 from rag_pipeline.catalog import Catalog, CollectionRecord, DocumentRecord
 from rag_pipeline.config import Settings
-from rag_pipeline.embedding import EmbeddingCache
+from rag_pipeline.embedding import EmbeddingCache, open_embedding_cache
 from rag_pipeline.indexing.points import VectorModels, points_from_cache, vector_sizes
 from rag_pipeline.store import SearchableStore, VectorStore, open_vector_store
 from rag_pipeline.store.edge import EdgeStore
@@ -212,7 +212,7 @@ class _Mirror:
         copied = waiting = 0
         stale = [doc_id for doc_id, version in wanted.items() if self._held.get(doc_id) != version]
         if stale:
-            cache = EmbeddingCache(self.settings.home / "cache" / "embeddings.sqlite")
+            cache = open_embedding_cache(self.settings)
             try:
                 for doc_id in stale:
                     if self._copy(catalog, records[doc_id], cache, lock):

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from rag_pipeline.embedding.cache import EmbeddingCache
+from rag_pipeline.embedding.cache import (
+    EmbeddingCache,
+    SqliteEmbeddingCache,
+    open_embedding_cache,
+)
 from rag_pipeline.embedding.dense import DenseEncoder
 from rag_pipeline.embedding.sparse import SparseEncoder, SparseVector
 
@@ -13,8 +17,10 @@ __all__ = [
     "EmbeddingCache",
     "SparseEncoder",
     "SparseVector",
+    "SqliteEmbeddingCache",
     "ensure_dense",
     "ensure_sparse",
+    "open_embedding_cache",
 ]
 
 

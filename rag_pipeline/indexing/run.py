@@ -35,6 +35,7 @@ from rag_pipeline.embedding import (
     SparseEncoder,
     ensure_dense,
     ensure_sparse,
+    open_embedding_cache,
 )
 from rag_pipeline.embedding.image import (
     Captioner,
@@ -117,7 +118,7 @@ class Indexer:
 
     @cached_property
     def cache(self) -> EmbeddingCache:
-        return EmbeddingCache(self.settings.home / "cache" / "embeddings.sqlite")
+        return open_embedding_cache(self.settings)
 
     @cached_property
     def store(self) -> VectorStore:

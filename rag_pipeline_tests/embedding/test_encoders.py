@@ -3,7 +3,7 @@ from pathlib import Path
 import numpy as np
 
 from rag_pipeline.config import EmbeddingSettings
-from rag_pipeline.embedding import DenseEncoder, EmbeddingCache, SparseEncoder, ensure_dense
+from rag_pipeline.embedding import DenseEncoder, SparseEncoder, SqliteEmbeddingCache, ensure_dense
 from rag_pipeline.embedding.sparse import segment_cjk
 
 
@@ -33,7 +33,7 @@ def test_batches_group_texts_of_similar_token_length(tmp_path: Path) -> None:
 
 def test_cached_texts_are_not_embedded_again(tmp_path: Path) -> None:
     encoder = DenseEncoder(EmbeddingSettings(), tmp_path)
-    cache = EmbeddingCache(tmp_path / "cache.sqlite")
+    cache = SqliteEmbeddingCache(tmp_path / "cache.sqlite")
     first = ensure_dense(encoder, {"h1": "alpha", "h2": "beta"}, cache)
     calls = encoder.calls
     second = ensure_dense(encoder, {"h1": "alpha", "h2": "beta", "h3": "gamma"}, cache)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rag_pipeline.config import ImageSettings
-from rag_pipeline.embedding.cache import EmbeddingCache
+from rag_pipeline.embedding.cache import SqliteEmbeddingCache
 from rag_pipeline.embedding.image import (
     Captioner,
     ClipEncoder,
@@ -82,7 +82,7 @@ def test_captions_come_from_the_configured_model_and_are_cached(tmp_path: Path) 
     for seed in (1, 2):
         files[f"picture-{seed}"] = tmp_path / f"{seed}.png"
         files[f"picture-{seed}"].write_bytes(photo(seed))
-    cache = EmbeddingCache(tmp_path / "cache.sqlite")
+    cache = SqliteEmbeddingCache(tmp_path / "cache.sqlite")
     captions = ensure_captions(Captioner(settings), files, cache)
     assert set(captions) == set(files) and all(isinstance(c, str) for c in captions.values())
     shutil.rmtree(tmp_path / "blip")  # cached captions need no model
