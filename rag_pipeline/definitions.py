@@ -5,13 +5,13 @@ import os
 from dagster import Definitions
 
 from rag_pipeline.defs.assets import document_assets
+from rag_pipeline.defs.instance import use_dagster_environment
 from rag_pipeline.defs.queue import QUEUE_ONLY_ENV
 from rag_pipeline.defs.resources import IndexingResource
 from rag_pipeline.defs.runs import index_documents_job
 from rag_pipeline.defs.sensors import hourly_index_schedule, watched_folders_sensor
 
-# Write a run's per-document events in batches (see defs/storage.py); read by Dagster per event.
-os.environ.setdefault("DAGSTER_EVENT_BATCH_SIZE", "100000")
+use_dagster_environment()
 
 # A daemon that `index --parallel` starts only runs the queue (see defs/queue.py).
 _watching = not os.environ.get(QUEUE_ONLY_ENV)

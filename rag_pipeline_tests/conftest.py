@@ -10,6 +10,7 @@ from typing import Any, Protocol
 import pytest
 
 from rag_pipeline.cli import main
+from rag_pipeline.defs.instance import POSTGRES_DAGSTER_ENVIRONMENT
 
 
 def _has_tesseract() -> bool:
@@ -67,6 +68,9 @@ def offline_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
             "DAGSTER_HOME",
         ):
             monkeypatch.delenv(name)
+    for name in POSTGRES_DAGSTER_ENVIRONMENT:  # set by a test's PostgreSQL instance: not the next's
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("DO_NOT_TRACK", "1")
     yield

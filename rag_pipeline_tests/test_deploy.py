@@ -28,6 +28,7 @@ import yaml
 from pydantic import BaseModel
 
 from rag_pipeline.config import Settings, _ConventionalEnvSource
+from rag_pipeline.defs.instance import DAGSTER_ENVIRONMENT, POSTGRES_DAGSTER_ENVIRONMENT
 from rag_pipeline.defs.queue import LOCATION
 from rag_pipeline.defs.runs import WORKSPACE_TAG
 
@@ -178,7 +179,8 @@ def test_compose_code_server_serves_the_projects_definitions_under_the_workspace
 
 def test_compose_environment_names_are_settings_or_dagster_instance_variables() -> None:
     environment = COMPOSE["x-environment"]
-    instance_variables = env_references(INSTANCE) | {"DAGSTER_HOME"}
+    dagster_environment = DAGSTER_ENVIRONMENT | POSTGRES_DAGSTER_ENVIRONMENT
+    instance_variables = env_references(INSTANCE) | {"DAGSTER_HOME"} | set(dagster_environment)
     for name in environment:
         if name.startswith("DAGSTER_"):
             assert name in instance_variables, name
@@ -187,6 +189,7 @@ def test_compose_environment_names_are_settings_or_dagster_instance_variables() 
     assert {"QDRANT_URL", "RAG_PIPELINE_CATALOG__URL", "RAG_PIPELINE_DAGSTER__POSTGRES_URL"} <= set(
         environment
     )
+    assert dagster_environment.items() <= environment.items()  # the daemon and webserver's too
     # Every URL names the compose service it points at.
     hosts = {urlsplit(environment[name]).hostname for name in environment if name.endswith("URL")}
     assert hosts <= set(COMPOSE["services"])
@@ -323,6 +326,13 @@ def test_helm_user_code_env_names_are_settings() -> None:
     names = [variable["name"] for variable in DEPLOYMENT["env"]]
     assert {"QDRANT_URL", "RAG_PIPELINE_CATALOG__URL", "RAG_PIPELINE_HOME"} <= set(names)
     assert [name for name in names if not setting_exists(name)] == []
+
+
+def test_helm_daemon_and_webserver_create_runs_with_one_planned_event_per_asset() -> None:
+    switch = "DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS"
+    for component in ("dagsterDaemon", "dagsterWebserver"):
+        variables = {variable["name"]: variable["value"] for variable in HELM[component]["env"]}
+        assert variables[switch] == POSTGRES_DAGSTER_ENVIRONMENT[switch], component
 
 
 def test_helm_user_code_serves_the_projects_definitions() -> None:

@@ -7,6 +7,7 @@ when ``dagster.postgres_url`` is set.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -18,6 +19,28 @@ from rag_pipeline.files import write_atomically
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance
+
+
+# What Dagster reads from the environment: a run's per-document events written in batches (see
+# storage.py), read per event by the process executing the run.
+DAGSTER_ENVIRONMENT = {"DAGSTER_EVENT_BATCH_SIZE": "100000"}
+# With PostgreSQL storage, also in the processes creating runs: one planned event per asset for
+# a run's range of documents, as dagster-postgres stores each planned event on a connection of its
+# own (bench/partitions.py). The cost: Dagster's UI no longer shows a run's documents as in
+# progress, nor a failed run's as failed (each document's failure is in the catalog). SQLite
+# storage keeps Dagster's per-document events, which cost little there.
+POSTGRES_DAGSTER_ENVIRONMENT = {"DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS": "true"}
+
+
+def use_dagster_environment(settings: Settings | None = None) -> None:
+    """Set in this process (and so in what it starts) what Dagster reads from the environment
+    (unless set): :data:`DAGSTER_ENVIRONMENT`, and with ``settings`` naming PostgreSQL storage,
+    :data:`POSTGRES_DAGSTER_ENVIRONMENT`."""
+    postgres = settings is not None and settings.dagster.postgres_url
+    for name, value in (
+        DAGSTER_ENVIRONMENT | (POSTGRES_DAGSTER_ENVIRONMENT if postgres else {})
+    ).items():
+        os.environ.setdefault(name, value)
 
 
 def dagster_home(settings: Settings) -> Path:
@@ -103,7 +126,10 @@ def _postgres_db(url: str) -> dict[str, Any]:
 
 
 def write_instance_config(settings: Settings) -> Path:
-    """Write ``<home>/dagster/dagster.yaml`` (when it changed) and return the folder."""
+    """Write ``<home>/dagster/dagster.yaml`` (when it changed) and return the folder; set what
+    this storage needs from the environment (:func:`use_dagster_environment`), for this process
+    and the daemon or webserver it starts."""
+    use_dagster_environment(settings)
     home = dagster_home(settings)
     home.mkdir(parents=True, exist_ok=True)
     path = home / "dagster.yaml"

@@ -7,7 +7,9 @@ import pytest
 
 from rag_pipeline.config import load_settings
 from rag_pipeline.defs.instance import get_instance
+from rag_pipeline.defs.partitions import RANGE_START_TAG
 from rag_pipeline_tests.conftest import POSTGRES_URL, Cli, needs_postgres
+from rag_pipeline_tests.defs.test_definitions import PIPELINE
 
 pytestmark = needs_postgres
 
@@ -30,3 +32,27 @@ def test_a_postgres_backed_instance_runs_a_materialization(
             __import__("dagster").AssetKey("qdrant_points")
         )
         assert doc_id in materialized
+
+
+def test_on_postgresql_a_run_over_many_documents_has_one_planned_event_per_asset(
+    cli: Cli, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dagster import DagsterEventType
+
+    monkeypatch.setenv("RAG_PIPELINE_DAGSTER__POSTGRES_URL", POSTGRES_URL or "")
+    source = tmp_path / f"pg-{uuid.uuid4().hex[:8]}"
+    source.mkdir()
+    for number in range(5):
+        (source / f"note-{number}.md").write_text(f"# Note {number}\n\nText {number}.")
+    assert cli("index", "--home", home, "--source", source).code == 0
+    with get_instance(load_settings(home)) as instance:
+        [run] = [
+            run
+            for run in instance.get_runs(limit=20)
+            if run.tags.get(RANGE_START_TAG, "").startswith(source.name)
+        ]
+        planned = instance.all_logs(
+            run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION_PLANNED
+        )
+    # Not one per document and asset, which dagster-postgres would store one row at a time.
+    assert sorted(event.dagster_event.asset_key.path[-1] for event in planned) == sorted(PIPELINE)
