@@ -11,6 +11,9 @@ chunk goes through chunking, the store and the catalog, while the embedding cach
 model the copies (embedding 400,000 distinct chunks would take hours on two cores, and
 measures the model, not the pipeline).
 
+After each, a query of that index in a fresh process (``rag-pipeline query``): its peak RSS
+shows what opening the store costs.
+
     python bench/memory.py [--log-mb 200] [--only-log]
 """
 
@@ -75,10 +78,16 @@ def measure(label: str, document: Path, work: Path, baseline: float) -> None:
     folder = work / f"source-{time.monotonic_ns()}"
     folder.mkdir()
     shutil.move(document, folder / document.name)
-    run = run_cli("index", "--home", work / f"home-{folder.name}", "--source", folder)
+    home = work / f"home-{folder.name}"
+    run = run_cli("index", "--home", home, "--source", folder)
     print(
         f"{label}: peak RSS {run.peak_rss_mb:.0f} MB "
         f"({run.peak_rss_mb / baseline:.1f} x the bare model), {run.seconds:.1f} s | " + run.summary
+    )
+    query = run_cli("query", "--home", home, "request took ms")
+    print(
+        f"  then a query of its index in a fresh process: peak RSS {query.peak_rss_mb:.0f} MB "
+        f"({query.peak_rss_mb / baseline:.1f} x the bare model), {query.seconds:.1f} s"
     )
 
 
