@@ -294,7 +294,13 @@ def test_ctrl_c_of_index_parallel_cancels_its_runs_and_the_next_index_indexes_th
         env=os.environ,
     )
     try:
-        _eventually("a run started", lambda: _runs(home, DagsterRunStatus.STARTED) == 1)
+        _eventually(
+            "a run started, others queued",
+            lambda: (
+                _runs(home, DagsterRunStatus.STARTED) == 1
+                and _runs(home, DagsterRunStatus.QUEUED) >= 1
+            ),
+        )
         command.send_signal(signal.SIGINT)
         _, err = command.communicate(timeout=120)
     finally:
@@ -302,7 +308,7 @@ def test_ctrl_c_of_index_parallel_cancels_its_runs_and_the_next_index_indexes_th
     assert command.returncode == 130, err.decode()
     statuses = Counter(record.dagster_run.status for record in _run_records(home))
     assert sum(statuses.values()) == 3
-    assert statuses[DagsterRunStatus.CANCELED] >= 2  # those queued never started
+    assert statuses[DagsterRunStatus.CANCELED] >= 1  # what was queued never started
     assert all(status.value in {"SUCCESS", "CANCELED"} for status in statuses)
 
     result = cli("index", "--home", home)  # nothing left queued or started blocks it
