@@ -593,8 +593,11 @@ def _ui(args: argparse.Namespace) -> int:
     from rag_pipeline.defs.instance import write_instance_config
 
     settings = _settings(args)
+    dagster_home = write_instance_config(
+        settings
+    )  # first: it sets what Dagster reads from os.environ
     environment = os.environ | {
-        "DAGSTER_HOME": str(write_instance_config(settings)),
+        "DAGSTER_HOME": str(dagster_home),
         "RAG_PIPELINE_HOME": str(settings.home),
     }
     # Through this interpreter: the venv's scripts need not be on PATH.
