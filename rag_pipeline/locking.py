@@ -21,7 +21,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -173,8 +173,10 @@ def run_lock(
         if shared is not None:
             shared.release()
         # Written again as it lets go: the file's time tells a planner that cannot see this
-        # process (another container or machine) since when the run has been finishing.
-        own.describe_holder(_holder())
+        # process (another container or machine) since when the run has been finishing. A full
+        # disk must not keep the lock held.
+        with suppress(OSError):
+            own.describe_holder(_holder())
         own.release()
 
 
