@@ -14,12 +14,19 @@ from rag_pipeline_tests.defs.test_definitions import PIPELINE
 pytestmark = needs_postgres
 
 
-def test_a_postgres_backed_instance_runs_a_materialization(
-    cli: Cli, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder of its own (the database is shared by every test), indexed with Dagster's
+    storage on PostgreSQL."""
     monkeypatch.setenv("RAG_PIPELINE_DAGSTER__POSTGRES_URL", POSTGRES_URL or "")
-    source = tmp_path / f"pg-{uuid.uuid4().hex[:8]}"
-    source.mkdir()
+    folder = tmp_path / f"pg-{uuid.uuid4().hex[:8]}"
+    folder.mkdir()
+    return folder
+
+
+def test_a_postgres_backed_instance_runs_a_materialization(
+    cli: Cli, home: Path, source: Path
+) -> None:
     (source / "note.md").write_text("# Note\n\nPostgres keeps the run history.", encoding="utf-8")
     result = cli("index", "--home", home, "--source", source)
     assert result.code == 0, result.err
@@ -35,13 +42,10 @@ def test_a_postgres_backed_instance_runs_a_materialization(
 
 
 def test_on_postgresql_a_run_over_many_documents_has_one_planned_event_per_asset(
-    cli: Cli, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli: Cli, home: Path, source: Path
 ) -> None:
     from dagster import DagsterEventType
 
-    monkeypatch.setenv("RAG_PIPELINE_DAGSTER__POSTGRES_URL", POSTGRES_URL or "")
-    source = tmp_path / f"pg-{uuid.uuid4().hex[:8]}"
-    source.mkdir()
     for number in range(5):
         (source / f"note-{number}.md").write_text(f"# Note {number}\n\nText {number}.")
     assert cli("index", "--home", home, "--source", source).code == 0
