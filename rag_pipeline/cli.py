@@ -590,9 +590,11 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _ui(args: argparse.Namespace) -> int:
+    from rag_pipeline.defs.direct import report_every_workspace
     from rag_pipeline.defs.instance import write_instance_config
 
     settings = _settings(args)
+    report_every_workspace(settings)  # what `index` did without Dagster, shown from the start
     dagster_home = write_instance_config(
         settings
     )  # first: it sets what Dagster reads from os.environ

@@ -74,6 +74,15 @@ class IndexingSettings(BaseModel):
         "a larger change set into several runs, which Dagster's queue runs side by side "
         "(dagster.max_concurrent_runs at a time). `index` without --parallel is one run.",
     )
+    direct_documents: int = Field(
+        10,
+        ge=0,
+        description="`index` without --parallel indexes a change of at most this many documents "
+        "without a Dagster run (Dagster takes seconds to start, more than a few documents take "
+        "to index) and reports what it did to Dagster the next time Dagster opens: a run, the "
+        "sensor, `rag-pipeline ui`. 0: always a Dagster run. Only with Dagster's storage in "
+        "the home (no dagster.postgres_url).",
+    )
 
     def retry_delay(self, attempts: int) -> float:
         """Seconds until a document that failed ``attempts`` times in a row is tried again."""

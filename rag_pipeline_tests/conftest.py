@@ -3,14 +3,19 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
 from rag_pipeline.cli import main
+from rag_pipeline.config import load_settings
 from rag_pipeline.defs.instance import POSTGRES_DAGSTER_ENVIRONMENT
+
+if TYPE_CHECKING:
+    from dagster import DagsterInstance
 
 
 def _has_tesseract() -> bool:
@@ -101,6 +106,19 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Cli:
         return CliResult(code, captured.out, captured.err)
 
     return run
+
+
+@contextmanager
+def dagster_view(home: Path) -> Iterator[DagsterInstance]:
+    """The home's Dagster instance as `rag-pipeline ui` shows it: what `index` did without a
+    Dagster run reported first."""
+    from rag_pipeline.defs.direct import report_every_workspace
+    from rag_pipeline.defs.instance import get_instance
+
+    settings = load_settings(home)
+    report_every_workspace(settings)
+    with get_instance(settings) as instance:
+        yield instance
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import UserSettings, load_settings
 from rag_pipeline.defs.instance import get_instance
 from rag_pipeline.ids import partition_key
-from rag_pipeline_tests.conftest import Cli
+from rag_pipeline_tests.conftest import Cli, dagster_view
 from rag_pipeline_tests.serving.conftest import CHROMIUM, chromium
 from serving.access import User
 from serving.assistant import Assistant
@@ -215,7 +215,7 @@ def test_a_run_records_a_documents_availability_in_its_materialization(
     (source / "otters.md").write_text(OTTERS + "\nThey groom their fur for hours.\n", "utf-8")
     assert "changed 1" in cli("index", "--home", indexed).out
     settings = load_settings(indexed)
-    with get_instance(settings) as instance:
+    with dagster_view(indexed) as instance:
         [latest] = instance.fetch_materializations(
             AssetRecordsFilter(
                 asset_key=AssetKey("qdrant_points"),

@@ -9,14 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dagster import AssetKey, AssetRecordsFilter
+from dagster import AssetCheckKey, AssetKey, AssetRecordsFilter
 
 from rag_pipeline.config import load_settings
 from rag_pipeline.defs.instance import get_instance
 from rag_pipeline.defs.partitions import DOCUMENTS
 from rag_pipeline.indexing.checks import run_checks
+from rag_pipeline.indexing.direct import unreported_runs
 from rag_pipeline.indexing.run import Indexer
-from rag_pipeline_tests.conftest import Cli
+from rag_pipeline_tests.conftest import Cli, dagster_view
 from rag_pipeline_tests.documents import (
     docx_file,
     encrypted_pdf,
@@ -75,7 +76,7 @@ def _query(cli: Cli, home: Path, text: str, k: int = 3) -> list[dict[str, Any]]:
 
 def _metadata(home: Path, asset: str, doc_id: str) -> list[dict[str, Any]]:
     """Metadata of an asset's materializations for one document, newest first."""
-    with get_instance(load_settings(home)) as instance:
+    with dagster_view(home) as instance:
         records = instance.fetch_materializations(
             AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[doc_id]), limit=100
         ).records
@@ -86,8 +87,10 @@ def _metadata(home: Path, asset: str, doc_id: str) -> list[dict[str, Any]]:
 
 
 def _run_count(home: Path) -> int:
-    with get_instance(load_settings(home)) as instance:
-        return len(instance.get_runs())
+    """Runs so far: Dagster's and those without Dagster (not reported yet)."""
+    settings = load_settings(home)
+    with get_instance(settings) as instance:
+        return len(instance.get_runs()) + len(list(unreported_runs(settings)))
 
 
 def test_first_index_makes_every_document_searchable_with_citations(
@@ -104,7 +107,7 @@ def test_first_index_makes_every_document_searchable_with_citations(
     assert hit["section"].startswith("Section") and hit["modality"] == "text"
     assert {"chunk_id", "file_path", "text", "score"} <= hit.keys()
     # What the Dagster UI shows: one partition per document, per-document metadata, checks.
-    with get_instance(load_settings(home)) as instance:
+    with dagster_view(home) as instance:
         assert sorted(instance.get_dynamic_partitions(DOCUMENTS)) == sorted(status)
         checks = instance.event_log_storage.get_asset_check_execution_history(
             __import__("dagster").AssetCheckKey(AssetKey("qdrant_points"), "every_chunk_has_point"),
@@ -177,7 +180,7 @@ def test_a_deleted_file_is_gone_from_points_catalog_and_partitions(
     assert point_count(home, "docs/guide.md") == 0
     assert "docs/guide.md" not in _status(cli, home)
     assert live_chunks(home, "docs/guide.md") == []
-    with get_instance(load_settings(home)) as instance:
+    with dagster_view(home) as instance:
         assert "docs/guide.md" not in instance.get_dynamic_partitions(DOCUMENTS)
 
 
@@ -388,6 +391,49 @@ def test_a_failed_run_says_so_and_the_next_run_picks_its_documents_up(
     assert "the rest of the 5 documents is retried" in result.out
     monkeypatch.undo()
     assert "added 5" in cli("index", "--home", home).out  # the next run picks them all up
+
+
+def test_a_small_change_is_indexed_without_a_dagster_run_and_reported_to_dagster_later(
+    cli: Cli, home: Path, corpus: Path
+) -> None:
+    cli("index", "--home", home, "--source", corpus)
+    (corpus / "guide.md").write_text(GUIDE + "\nOtters hold hands while they sleep.\n", "utf-8")
+    (corpus / "rivers.txt").unlink()
+    assert "changed 1, unchanged 3, deleted 1" in cli("index", "--home", home).out
+    assert _query(cli, home, "otters hold hands while they sleep")[0]["doc_id"] == "docs/guide.md"
+    settings = load_settings(home)
+    with get_instance(settings) as instance:
+        assert instance.get_runs() == []
+    first, second = (run for _, run in unreported_runs(settings))
+    assert len(first.documents) == 5 and second.deleted == ["docs/rivers.txt"]
+    assert second.checks["every_chunk_has_point"].passed
+
+    with dagster_view(home) as instance:
+        assert "docs/rivers.txt" not in instance.get_dynamic_partitions(DOCUMENTS)
+        assert "docs/guide.md" in instance.get_dynamic_partitions(DOCUMENTS)
+        check = instance.event_log_storage.get_latest_asset_check_execution_by_key(
+            [AssetCheckKey(AssetKey("qdrant_points"), "every_chunk_has_point")]
+        )
+    assert list(unreported_runs(settings)) == []
+    [evaluation] = check.values()
+    assert evaluation.event.dagster_event.event_specific_data.passed  # type: ignore[union-attr]
+    newest, oldest = _metadata(home, "qdrant_points", "docs/guide.md")
+    assert (newest["direct_run"], oldest["direct_run"]) == (second.run_id, first.run_id)
+    assert newest["points"] >= 1 and newest["batch_documents"] == 2
+
+
+def test_a_change_larger_than_direct_documents_is_a_dagster_run(
+    cli: Cli, home: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAG_PIPELINE_INDEXING__DIRECT_DOCUMENTS", "4")
+    cli("index", "--home", home, "--source", corpus)
+    (corpus / "guide.md").write_text(GUIDE + "\nOtters hold hands while they sleep.\n", "utf-8")
+    assert "changed 1" in cli("index", "--home", home).out
+    settings = load_settings(home)
+    with get_instance(settings) as instance:
+        assert len(instance.get_runs()) == 1  # the first index: 5 documents
+    [(_, run)] = unreported_runs(settings)
+    assert run.documents == ["docs/guide.md"]
 
 
 def test_an_exact_identifier_found_in_one_chunk_comes_first(

@@ -19,13 +19,12 @@ from PIL import Image
 from pydantic import ValidationError
 
 from rag_pipeline.config import RedactionSettings, Settings, load_settings
-from rag_pipeline.defs.instance import get_instance
 from rag_pipeline.embedding import SparseEncoder
 from rag_pipeline.manifest import diff_manifest, pipeline_version, scan_sources
 from rag_pipeline.parsing import Element, TextBox
 from rag_pipeline.redaction import Redactor, detectors
 from rag_pipeline.store import open_vector_store
-from rag_pipeline_tests.conftest import Cli
+from rag_pipeline_tests.conftest import Cli, dagster_view
 from rag_pipeline_tests.documents import docx_file, text_pdf
 from rag_pipeline_tests.index_state import live_chunks, live_name, live_records, record_of
 from serving.preview import render_page
@@ -272,7 +271,7 @@ def test_no_value_reaches_the_catalog_and_near_misses_stay(redacted_home: Path) 
 def test_the_materialization_counts_what_was_redacted_never_the_values(
     redacted_home: Path,
 ) -> None:
-    with get_instance(load_settings(redacted_home)) as instance:
+    with dagster_view(redacted_home) as instance:
         [record] = instance.fetch_materializations(
             AssetRecordsFilter(
                 asset_key=AssetKey("parsed_pages"), asset_partitions=["docs/customers.md"]

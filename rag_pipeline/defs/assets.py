@@ -7,7 +7,7 @@ so a run over N changed documents is one process and the embedding batches span 
 """
 
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from dagster import (
@@ -34,6 +34,7 @@ from rag_pipeline.defs.resources import IndexingResource
 from rag_pipeline.ids import partition_document
 from rag_pipeline.indexing.checks import CheckOutcome, run_checks
 from rag_pipeline.indexing.commit import write_points
+from rag_pipeline.indexing.run import Metadata
 
 # BackfillPolicy is "beta"; it is what runs a batch of documents in one invocation.
 warnings.filterwarnings("ignore", category=BetaWarning, message=".*backfill_policy.*")
@@ -78,10 +79,15 @@ def record_per_document(
                 AssetMetadataHandle(asset_key=context.assets_def.key, partition_key=key)
             ] = values
     step._metadata_accumulator = OutputMetadataAccumulator(per_output_metadata=accumulated)
-    failed = sum(1 for doc_id in documents.values() if "error" in report.get(doc_id, {}))
-    summary = {"batch_documents": len(documents), "batch_failed": failed}
-    summary |= {f"batch_{name}": value for name, value in report.get("*", {}).items()}
-    return MaterializeResult(metadata=summary)
+    return MaterializeResult(metadata=batch_summary(report, documents.values()))
+
+
+def batch_summary(report: Mapping[str, Mapping[str, Any]], doc_ids: Iterable[str]) -> Metadata:
+    """What a stage reports of the whole batch (``doc_ids``), shown with each document."""
+    doc_ids = list(doc_ids)
+    failed = sum(1 for doc_id in doc_ids if "error" in report.get(doc_id, {}))
+    summary = {"batch_documents": len(doc_ids), "batch_failed": failed}
+    return summary | {f"batch_{name}": value for name, value in report.get("*", {}).items()}
 
 
 @asset(
@@ -163,7 +169,7 @@ def image_embeddings(
     )
 
 
-_QDRANT_POINTS = AssetKey("qdrant_points")
+QDRANT_POINTS = AssetKey("qdrant_points")
 VECTOR_STORE_POOL = "vector_store"
 CHECKS = {
     "every_chunk_has_point": "Each indexed document has exactly one point per chunk.",
@@ -179,7 +185,7 @@ CHECKS = {
     description="The document's points in the vector store and its catalog rows: the new "
     "version upserted, then made live in one catalog transaction, then the older ones deleted.",
     check_specs=[
-        AssetCheckSpec(name, asset=_QDRANT_POINTS, description=description)
+        AssetCheckSpec(name, asset=QDRANT_POINTS, description=description)
         for name, description in CHECKS.items()
     ],
     # One run at a time writes the embedded store (its pool limit is set in the instance's
@@ -203,24 +209,35 @@ def qdrant_points(
 def _check_events(
     name: str, outcome: CheckOutcome, keys: dict[str, str]
 ) -> Iterator[AssetCheckResult | AssetCheckEvaluation]:
-    # Per-document evaluations for the documents that fail (each is a separate event, so
-    # passing documents are summed up in the batch result instead).
+    yield from failed_document_evaluations(name, outcome, keys)
+    yield AssetCheckResult(
+        check_name=name,
+        passed=outcome.passed,
+        severity=AssetCheckSeverity.ERROR,
+        metadata=check_summary(outcome),
+    )
+
+
+def failed_document_evaluations(
+    name: str, outcome: CheckOutcome, keys: Mapping[str, str]
+) -> Iterator[AssetCheckEvaluation]:
+    """An evaluation per failing document of ``keys`` (doc id → partition key): each is an
+    event of its own, so the passing documents are summed up in the batch's result instead."""
     for doc_id, problem in outcome.failures.items():
         if doc_id in keys:
             yield AssetCheckEvaluation(
-                asset_key=_QDRANT_POINTS,
+                asset_key=QDRANT_POINTS,
                 check_name=name,
                 passed=False,
                 partition=keys[doc_id],
                 severity=AssetCheckSeverity.ERROR,
                 metadata={"problem": problem},
             )
-    yield AssetCheckResult(
-        check_name=name,
-        passed=outcome.passed,
-        severity=AssetCheckSeverity.ERROR,
-        metadata={**outcome.summary, "failures": dict(list(outcome.failures.items())[:50])},
-    )
+
+
+def check_summary(outcome: CheckOutcome) -> dict[str, Any]:
+    """A check's metadata for the whole batch: its counts and the first failures."""
+    return {**outcome.summary, "failures": dict(list(outcome.failures.items())[:50])}
 
 
 document_assets = [

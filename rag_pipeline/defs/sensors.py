@@ -17,6 +17,7 @@ from dagster import (
 
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import Settings, load_settings
+from rag_pipeline.defs.direct import report_direct_runs
 from rag_pipeline.defs.partitions import remove_other_workspaces_partitions
 from rag_pipeline.defs.runs import (
     TRIGGER_TAG,
@@ -55,6 +56,7 @@ def _index_run_requests_of(
             # of queued runs; checked holding the lock, which other planners (the CLI) take.
             if active_index_run(instance, settings.workspace):
                 return SkipReason("an indexing run is queued or in progress")
+            report_direct_runs(instance, settings)
             diff = find_work(settings, catalog)
             # Also removes the partitions of documents a previous run deleted.
             planned = plan_index_runs(instance, settings, diff)

@@ -2,9 +2,9 @@
 
 It first mends what an interrupted run or a damaged store left (``commit.repair_pending``,
 ``checks.verify_collections``), then finds what changed without Dagster, and only when something
-did runs it as one Dagster run in this process (Dagster takes over a second to import and
-open; an unchanged re-run needs none of it), or, with ``parallel``, as runs in Dagster's queue
-(``defs/queue.py``).
+did runs it: a small change without Dagster (``direct.py``; Dagster takes seconds to import
+and open, and an unchanged re-run needs none of it either), a larger one as one Dagster run in
+this process, or, with ``parallel``, as runs in Dagster's queue (``defs/queue.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import Settings
 from rag_pipeline.indexing.checks import verify_collections
 from rag_pipeline.indexing.commit import finish_collections, repair_pending
+from rag_pipeline.indexing.direct import index_directly, indexes_directly
 from rag_pipeline.indexing.run import target_collection
 from rag_pipeline.locking import index_lock
 from rag_pipeline.manifest import ManifestDiff, find_changes
@@ -61,6 +62,8 @@ def index_once(
         succeeded = True
         if diff.to_process and parallel:
             queued = _queue(settings, diff, retry_failed=retry_failed, trigger=trigger)
+        elif diff.to_process and indexes_directly(settings, len(diff.to_process)):
+            succeeded = _run_directly(settings, diff, retry_failed=retry_failed)
         elif diff.to_process:
             succeeded = _run(
                 settings, diff, retry_failed=retry_failed, verbose=verbose, trigger=trigger
@@ -93,11 +96,23 @@ def find_work(settings: Settings, catalog: Catalog, *, retry_failed: bool = Fals
     return diff
 
 
+def _run_directly(settings: Settings, diff: ManifestDiff, *, retry_failed: bool) -> bool:
+    """The diff's documents indexed in this process without Dagster; whether that succeeded."""
+    _log_change(diff)
+    try:
+        index_directly(settings, diff.to_process, diff.deleted, retry_failed=retry_failed)
+    except Exception:  # as a Dagster run's failure: logged, and what was committed stays
+        logger.exception("indexing failed")
+        return False
+    return True
+
+
 def _run(
     settings: Settings, diff: ManifestDiff, *, retry_failed: bool, verbose: bool, trigger: str
 ) -> bool:
     """One Dagster run over the diff's documents, in this process; whether it succeeded."""
     from rag_pipeline.definitions import defs
+    from rag_pipeline.defs.direct import report_direct_runs
     from rag_pipeline.defs.instance import get_instance
     from rag_pipeline.defs.partitions import remove_partitions
     from rag_pipeline.defs.runs import (
@@ -107,14 +122,9 @@ def _run(
         plan_index_run,
     )
 
-    logger.info(
-        "indexing %d new, %d changed and %d deleted documents (%d in the watched folders)",
-        len(diff.new),
-        len(diff.changed),
-        len(diff.deleted),
-        len(diff.files),
-    )
+    _log_change(diff)
     with get_instance(settings) as instance:
+        report_direct_runs(instance, settings)
         fail_abandoned_runs(instance, settings)  # e.g. an earlier `index` killed mid-way
         _refuse_while_runs_are_active(instance, settings)
         planned = plan_index_run(instance, settings, diff)
@@ -133,15 +143,27 @@ def _run(
         return result.success
 
 
+def _log_change(diff: ManifestDiff) -> None:
+    logger.info(
+        "indexing %d new, %d changed and %d deleted documents (%d in the watched folders)",
+        len(diff.new),
+        len(diff.changed),
+        len(diff.deleted),
+        len(diff.files),
+    )
+
+
 def _queue(
     settings: Settings, diff: ManifestDiff, *, retry_failed: bool, trigger: str
 ) -> list[str]:
     """The diff's documents as runs of at most ``indexing.run_documents`` in Dagster's queue."""
+    from rag_pipeline.defs.direct import report_direct_runs
     from rag_pipeline.defs.instance import get_instance
     from rag_pipeline.defs.queue import submit_runs
     from rag_pipeline.defs.runs import fail_abandoned_runs, plan_index_runs
 
     with get_instance(settings) as instance:
+        report_direct_runs(instance, settings)
         fail_abandoned_runs(instance, settings)
         _refuse_while_runs_are_active(instance, settings)
         planned = plan_index_runs(instance, settings, diff)

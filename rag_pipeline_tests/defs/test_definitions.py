@@ -1,4 +1,5 @@
 import time
+from contextlib import closing
 from pathlib import Path
 
 import yaml
@@ -15,6 +16,8 @@ from rag_pipeline.defs.partitions import (
     remove_other_workspaces_partitions,
 )
 from rag_pipeline.ids import DEFAULT_WORKSPACE
+from rag_pipeline.indexing.direct import PLAN_STAGE, stages
+from rag_pipeline.indexing.run import Indexer
 
 PIPELINE = [
     "file_manifest",
@@ -51,6 +54,16 @@ def test_the_asset_graph_follows_the_data() -> None:
         "image_embeddings": {"chunks"},
         "qdrant_points": {"dense_embeddings", "sparse_embeddings", "image_embeddings"},
     }
+
+
+def test_a_run_without_dagster_runs_every_asset_after_its_parents(home: Path) -> None:
+    graph = defs.get_repository_def().asset_graph
+    with closing(Indexer(load_settings(home))) as indexer:
+        order = [PLAN_STAGE, *(name for name, _ in stages(indexer))]
+    assert sorted(order) == sorted(PIPELINE)
+    for position, name in enumerate(order):
+        parents = {p.to_user_string() for p in graph.get(AssetKey(name)).parent_keys}
+        assert parents <= set(order[:position]), name
 
 
 def test_the_checked_in_dagster_yaml_is_the_default_home_configuration() -> None:

@@ -1,0 +1,113 @@
+"""Small changes indexed without a Dagster run, and what they did kept for Dagster.
+
+Dagster takes about two seconds to import and open before a run's first step: more than
+indexing one edited file takes. So the CLI's ``index`` runs a change of at most
+``indexing.direct_documents`` documents through the same ``Indexer`` stages itself, in the asset
+graph's order, and keeps what each stage reported per document in ``<home>/unreported-runs/``.
+The next time Dagster opens for the home (a run, the sensor, ``rag-pipeline ui``),
+``defs/direct.py`` reports them as the assets' materializations and check evaluations. Losing
+such a record (a crash right after the commit) loses history shown in Dagster, never the index.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from rag_pipeline.config import Settings
+from rag_pipeline.files import write_atomically
+from rag_pipeline.indexing.checks import CheckOutcome, run_checks
+from rag_pipeline.indexing.commit import write_points
+from rag_pipeline.indexing.run import Indexer, Metadata
+
+Stage = Callable[[list[str]], dict[str, Metadata]]
+PLAN_STAGE = "file_manifest"
+
+
+def stages(indexer: Indexer) -> tuple[tuple[str, Stage], ...]:
+    """Each asset of ``defs/assets.py`` after the plan and the call it wraps, in an order its
+    dependencies allow (a test compares the names with the asset graph)."""
+    return (
+        ("parsed_pages", indexer.parse),
+        ("chunks", indexer.chunk),
+        ("dense_embeddings", indexer.embed_dense),
+        ("sparse_embeddings", indexer.embed_sparse),
+        ("image_embeddings", indexer.embed_pictures),
+        ("qdrant_points", functools.partial(write_points, indexer)),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class DirectRun:
+    """What a run without Dagster did: per asset, each document's metadata; and the checks."""
+
+    run_id: str
+    workspace: str
+    finished_at: float
+    documents: list[str]
+    deleted: list[str]  # those of ``documents`` whose file is gone
+    stages: dict[str, dict[str, Metadata]] = field(default_factory=dict)
+    checks: dict[str, CheckOutcome] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, path: Path) -> DirectRun:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        checks = {name: CheckOutcome(**check) for name, check in data.pop("checks").items()}
+        return cls(**data, checks=checks)
+
+    def write(self, folder: Path) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{self.finished_at:017.6f}-{self.run_id}.json"
+        # default=str: a stage's metadata is for reading (a path, a timestamp), not computing.
+        text = json.dumps(asdict(self), ensure_ascii=False, default=str)
+        write_atomically(path, lambda temporary: Path(temporary).write_text(text, "utf-8"))
+        return path
+
+
+def unreported_runs_folder(settings: Settings) -> Path:
+    return settings.home / "unreported-runs"
+
+
+def unreported_runs(settings: Settings) -> Iterator[tuple[Path, DirectRun]]:
+    """The workspace's runs not yet reported to Dagster, oldest first."""
+    folder = unreported_runs_folder(settings)
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        yield path, DirectRun.read(path)
+
+
+def indexes_directly(settings: Settings, documents: int) -> bool:
+    """Whether ``index`` handles a change of ``documents`` documents without a Dagster run."""
+    return settings.dagster.postgres_url is None and documents <= settings.indexing.direct_documents
+
+
+def index_directly(
+    settings: Settings, doc_ids: list[str], deleted: list[str], *, retry_failed: bool = False
+) -> DirectRun:
+    """Index ``doc_ids`` as a Dagster run of them would, in this process, and keep the record.
+
+    Call it holding the home's indexing lock, as a run's planner does.
+    """
+    indexer = Indexer(settings)
+    try:
+        reports = {PLAN_STAGE: indexer.plan(doc_ids, retry_failed=retry_failed)}
+        for name, stage in stages(indexer):
+            reports[name] = stage(doc_ids)
+        checks = run_checks(indexer, doc_ids)
+    finally:
+        indexer.close()
+    run = DirectRun(
+        run_id=uuid.uuid4().hex,
+        workspace=settings.workspace,
+        finished_at=time.time(),
+        documents=doc_ids,
+        deleted=deleted,
+        stages=reports,
+        checks=checks,
+    )
+    run.write(unreported_runs_folder(settings))
+    return run
