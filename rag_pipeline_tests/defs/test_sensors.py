@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 from dagster import (
+    AssetKey,
+    AssetRecordsFilter,
     DagsterInstance,
     DagsterRun,
     DagsterRunStatus,
@@ -16,8 +18,9 @@ from dagster import (
 from rag_pipeline.config import load_settings
 from rag_pipeline.defs.instance import get_instance
 from rag_pipeline.defs.partitions import DOCUMENTS, RANGE_END_TAG, RANGE_START_TAG
-from rag_pipeline.defs.runs import WORKSPACE_TAG
+from rag_pipeline.defs.runs import WORKSPACE_TAG, index_documents_job
 from rag_pipeline.defs.sensors import watched_folders_sensor
+from rag_pipeline.indexing.direct import unreported_runs
 from rag_pipeline.locking import run_lock
 from rag_pipeline.workspaces import create_workspace
 from rag_pipeline_tests.conftest import Cli
@@ -28,6 +31,36 @@ def watched(home: Path, source: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("RAG_PIPELINE_HOME", str(home))
     load_settings(home).remember_sources([source])
     return source
+
+
+def test_the_sensor_reports_what_index_did_without_dagster_unless_a_run_is_active(
+    cli: Cli, home: Path, watched: Path
+) -> None:
+    (watched / "a.md").write_text("# A\n\nOtters float on their backs.", encoding="utf-8")
+    assert "added 1" in cli("index", "--home", home).out  # a small change: no Dagster run
+    settings = load_settings(home)
+    with get_instance(settings) as instance:
+        waiting = DagsterRun(
+            job_name=index_documents_job.name,
+            status=DagsterRunStatus.NOT_STARTED,
+            tags={WORKSPACE_TAG: settings.workspace},
+        )
+        instance.add_run(waiting)  # its partition range must not move
+        assert isinstance(
+            watched_folders_sensor(build_sensor_context(instance=instance)), SkipReason
+        )
+        assert len(list(unreported_runs(settings))) == 1
+        instance.delete_run(waiting.run_id)
+        assert isinstance(
+            watched_folders_sensor(build_sensor_context(instance=instance)), SkipReason
+        )
+        assert list(unreported_runs(settings)) == []
+        assert instance.get_dynamic_partitions(DOCUMENTS) == ["docs/a.md"]
+        [record] = instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=AssetKey("qdrant_points"), asset_partitions=["docs/a.md"]),
+            limit=10,
+        ).records
+    assert record.asset_materialization.metadata["points"].value == 1
 
 
 def test_new_files_become_partitions_and_one_run_request_per_workspace(
@@ -201,8 +234,11 @@ def test_a_run_no_plan_made_waits_for_the_runs_of_a_plan_which_run_side_by_side(
 
 @pytest.mark.parametrize("queued", [True, False], ids=["parallel", "in-process"])
 def test_index_refuses_to_plan_while_a_run_of_the_workspace_is_in_progress(
-    cli: Cli, home: Path, watched: Path, queued: bool
+    cli: Cli, home: Path, watched: Path, queued: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A change indexed without a Dagster run moves no partition: it waits only for the
+    # indexing lock that running runs hold.
+    monkeypatch.setenv("RAG_PIPELINE_INDEXING__DIRECT_DOCUMENTS", "0")
     (watched / "a.md").write_text("# A\n\nText.", encoding="utf-8")
     with get_instance(load_settings(home)) as instance:
         instance.add_run(
