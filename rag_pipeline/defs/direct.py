@@ -31,7 +31,9 @@ from rag_pipeline.workspaces import list_workspaces
 if TYPE_CHECKING:
     from dagster import DagsterInstance
 
-RUN_METADATA = "direct_run"  # the id of the run without Dagster that made a materialization
+# The id of the run without Dagster that made a materialization, and what asked for it.
+RUN_METADATA = "direct_run"
+TRIGGER_METADATA = "trigger"
 
 
 def report_direct_runs(instance: DagsterInstance, settings: Settings) -> int:
@@ -70,10 +72,11 @@ def _report(instance: DagsterInstance, run: DirectRun) -> None:
     deleted = set(run.deleted)
     kept = [doc_id for doc_id in run.documents if doc_id not in deleted]
     keys = {doc_id: partition_key(run.workspace, doc_id) for doc_id in kept}
+    run_metadata = {RUN_METADATA: run.run_id, TRIGGER_METADATA: run.trigger}
     existing = set(instance.get_dynamic_partitions(DOCUMENTS))
     instance.add_dynamic_partitions(DOCUMENTS, [k for k in keys.values() if k not in existing])
     for stage, report in run.stages.items():
-        batch = batch_summary(report, run.documents) | {RUN_METADATA: run.run_id}
+        batch = batch_summary(report, run.documents) | run_metadata
         for doc_id, key in keys.items():
             metadata = {
                 name: value for name, value in report.get(doc_id, {}).items() if value is not None
@@ -92,7 +95,7 @@ def _report(instance: DagsterInstance, run: DirectRun) -> None:
                 check_name=name,
                 passed=outcome.passed,
                 severity=AssetCheckSeverity.ERROR,
-                metadata={**check_summary(outcome), RUN_METADATA: run.run_id},
+                metadata=check_summary(outcome) | run_metadata,
             )
         )
     remove_partitions(instance, run.workspace, run.deleted)

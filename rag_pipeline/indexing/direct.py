@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rag_pipeline.config import Settings
@@ -24,6 +25,8 @@ from rag_pipeline.files import write_atomically
 from rag_pipeline.indexing.checks import CheckOutcome, run_checks
 from rag_pipeline.indexing.commit import write_points
 from rag_pipeline.indexing.run import Indexer, Metadata
+
+logger = logging.getLogger(__name__)
 
 Stage = Callable[[list[str]], dict[str, Metadata]]
 PLAN_STAGE = "file_manifest"
@@ -48,11 +51,12 @@ class DirectRun:
 
     run_id: str
     workspace: str
+    trigger: str  # what asked for it: cli, eval
     finished_at: float
     documents: list[str]
     deleted: list[str]  # those of ``documents`` whose file is gone
-    stages: dict[str, dict[str, Metadata]] = field(default_factory=dict)
-    checks: dict[str, CheckOutcome] = field(default_factory=dict)
+    stages: dict[str, dict[str, Metadata]]  # asset → doc id (or "*": the batch) → metadata
+    checks: dict[str, CheckOutcome]
 
     @classmethod
     def read(cls, path: Path) -> DirectRun:
@@ -74,10 +78,18 @@ def unreported_runs_folder(settings: Settings) -> Path:
 
 
 def unreported_runs(settings: Settings) -> Iterator[tuple[Path, DirectRun]]:
-    """The workspace's runs not yet reported to Dagster, oldest first."""
+    """The workspace's runs not yet reported to Dagster, oldest first. A record that cannot be
+    read (edited by hand, of another version) is renamed ``.unreadable`` and skipped: it is
+    history, and must not stop the ones after it."""
     folder = unreported_runs_folder(settings)
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        yield path, DirectRun.read(path)
+        try:
+            run = DirectRun.read(path)
+        except (ValueError, TypeError, KeyError, AttributeError) as error:
+            logger.warning("skipping the unreadable run record %s: %s", path, error)
+            path.rename(path.with_suffix(".unreadable"))
+            continue
+        yield path, run
 
 
 def indexes_directly(settings: Settings, documents: int) -> bool:
@@ -86,7 +98,12 @@ def indexes_directly(settings: Settings, documents: int) -> bool:
 
 
 def index_directly(
-    settings: Settings, doc_ids: list[str], deleted: list[str], *, retry_failed: bool = False
+    settings: Settings,
+    doc_ids: list[str],
+    deleted: list[str],
+    *,
+    retry_failed: bool = False,
+    trigger: str = "cli",
 ) -> DirectRun:
     """Index ``doc_ids`` as a Dagster run of them would, in this process, and keep the record.
 
@@ -103,6 +120,7 @@ def index_directly(
     run = DirectRun(
         run_id=uuid.uuid4().hex,
         workspace=settings.workspace,
+        trigger=trigger,
         finished_at=time.time(),
         documents=doc_ids,
         deleted=deleted,

@@ -63,7 +63,7 @@ def index_once(
         if diff.to_process and parallel:
             queued = _queue(settings, diff, retry_failed=retry_failed, trigger=trigger)
         elif diff.to_process and indexes_directly(settings, len(diff.to_process)):
-            succeeded = _run_directly(settings, diff, retry_failed=retry_failed)
+            succeeded = _run_directly(settings, diff, retry_failed=retry_failed, trigger=trigger)
         elif diff.to_process:
             succeeded = _run(
                 settings, diff, retry_failed=retry_failed, verbose=verbose, trigger=trigger
@@ -96,11 +96,15 @@ def find_work(settings: Settings, catalog: Catalog, *, retry_failed: bool = Fals
     return diff
 
 
-def _run_directly(settings: Settings, diff: ManifestDiff, *, retry_failed: bool) -> bool:
+def _run_directly(
+    settings: Settings, diff: ManifestDiff, *, retry_failed: bool, trigger: str
+) -> bool:
     """The diff's documents indexed in this process without Dagster; whether that succeeded."""
     _log_change(diff)
     try:
-        index_directly(settings, diff.to_process, diff.deleted, retry_failed=retry_failed)
+        index_directly(
+            settings, diff.to_process, diff.deleted, retry_failed=retry_failed, trigger=trigger
+        )
     except Exception:  # as a Dagster run's failure: logged, and what was committed stays
         logger.exception("indexing failed")
         return False
