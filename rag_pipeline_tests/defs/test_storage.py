@@ -16,6 +16,7 @@ def test_batched_events_in_several_statements_record_every_partition(
     cli: Cli, home: Path, source: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(storage, "_EVENTS_PER_STATEMENT", 2)
+    monkeypatch.setenv("RAG_PIPELINE_INDEXING__DIRECT_DOCUMENTS", "0")  # a Dagster run
     for number in range(5):
         (source / f"note-{number}.md").write_text(f"# Note {number}\n\nText {number}.")
     result = cli("index", "--home", home, "--source", source)
