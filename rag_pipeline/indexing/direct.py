@@ -65,7 +65,6 @@ class DirectRun:
         return cls(**data, checks=checks)
 
     def write(self, folder: Path) -> Path:
-        folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{self.finished_at:017.6f}-{self.run_id}.json"
         # default=str: a stage's metadata is for reading (a path, a timestamp), not computing.
         text = json.dumps(asdict(self), ensure_ascii=False, default=str)

@@ -128,8 +128,8 @@ def _run(
 
     _log_change(diff)
     with get_instance(settings) as instance:
-        report_direct_runs(instance, settings)
         fail_abandoned_runs(instance, settings)  # e.g. an earlier `index` killed mid-way
+        report_direct_runs(instance, settings)  # a dead run left active would hold them back
         _refuse_while_runs_are_active(instance, settings)
         planned = plan_index_run(instance, settings, diff)
         level = "DEBUG" if verbose else "ERROR"
@@ -167,8 +167,8 @@ def _queue(
     from rag_pipeline.defs.runs import fail_abandoned_runs, plan_index_runs
 
     with get_instance(settings) as instance:
-        report_direct_runs(instance, settings)
         fail_abandoned_runs(instance, settings)
+        report_direct_runs(instance, settings)
         _refuse_while_runs_are_active(instance, settings)
         planned = plan_index_runs(instance, settings, diff)
         logger.info("queueing %d runs for %d documents", len(planned), len(diff.to_process))
