@@ -595,9 +595,8 @@ def _ui(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     report_every_workspace(settings)  # what `index` did without Dagster, shown from the start
-    dagster_home = write_instance_config(
-        settings
-    )  # first: it sets what Dagster reads from os.environ
+    # First: it also sets what Dagster reads from os.environ, copied below.
+    dagster_home = write_instance_config(settings)
     environment = os.environ | {
         "DAGSTER_HOME": str(dagster_home),
         "RAG_PIPELINE_HOME": str(settings.home),

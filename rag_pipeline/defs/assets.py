@@ -71,15 +71,18 @@ def record_per_document(
     step = context.op_execution_context._step_execution_context
     accumulated = dict(step._metadata_accumulator.per_output_metadata)
     for key, doc_id in documents.items():
-        values = {
-            name: value for name, value in report.get(doc_id, {}).items() if value is not None
-        }
+        values = document_metadata(report, doc_id)
         if values:
             accumulated[
                 AssetMetadataHandle(asset_key=context.assets_def.key, partition_key=key)
             ] = values
     step._metadata_accumulator = OutputMetadataAccumulator(per_output_metadata=accumulated)
     return MaterializeResult(metadata=batch_summary(report, documents.values()))
+
+
+def document_metadata(report: Mapping[str, Mapping[str, Any]], doc_id: str) -> Metadata:
+    """What a stage reports of one document, without the values it left empty."""
+    return {name: value for name, value in report.get(doc_id, {}).items() if value is not None}
 
 
 def batch_summary(report: Mapping[str, Mapping[str, Any]], doc_ids: Iterable[str]) -> Metadata:

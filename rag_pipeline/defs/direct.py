@@ -18,6 +18,7 @@ from rag_pipeline.defs.assets import (
     QDRANT_POINTS,
     batch_summary,
     check_summary,
+    document_metadata,
     failed_document_evaluations,
 )
 from rag_pipeline.defs.instance import get_instance
@@ -78,12 +79,11 @@ def _report(instance: DagsterInstance, run: DirectRun) -> None:
     for stage, report in run.stages.items():
         batch = batch_summary(report, run.documents) | run_metadata
         for doc_id, key in keys.items():
-            metadata = {
-                name: value for name, value in report.get(doc_id, {}).items() if value is not None
-            }
             instance.report_runless_asset_event(
                 AssetMaterialization(
-                    asset_key=AssetKey(stage), partition=key, metadata=metadata | batch
+                    asset_key=AssetKey(stage),
+                    partition=key,
+                    metadata=document_metadata(report, doc_id) | batch,
                 )
             )
     for name, outcome in run.checks.items():

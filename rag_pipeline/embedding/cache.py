@@ -10,6 +10,7 @@ several machines share.
 from __future__ import annotations
 
 import sqlite3
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +26,7 @@ _INSERT = (
 )
 
 
-class EmbeddingCache:
+class EmbeddingCache(ABC):
     """The cache's reads and writes; where the rows are is the subclass's."""
 
     def get_many(self, model: str, hashes: Iterable[str]) -> dict[str, bytes]:
@@ -44,14 +45,14 @@ class EmbeddingCache:
     def put_many(self, model: str, vectors: Mapping[str, bytes]) -> None:
         self._insert([(model, text_hash, vector) for text_hash, vector in vectors.items()])
 
-    def _select(self, sql: str, parameters: Sequence[Any]) -> list[tuple[Any, ...]]:
-        raise NotImplementedError
+    @abstractmethod
+    def _select(self, sql: str, parameters: Sequence[Any]) -> list[tuple[Any, ...]]: ...
 
-    def _insert(self, rows: list[tuple[str, str, bytes]]) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def _insert(self, rows: list[tuple[str, str, bytes]]) -> None: ...
 
-    def close(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def close(self) -> None: ...
 
 
 class SqliteEmbeddingCache(EmbeddingCache):

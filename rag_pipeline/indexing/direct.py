@@ -64,12 +64,11 @@ class DirectRun:
         checks = {name: CheckOutcome(**check) for name, check in data.pop("checks").items()}
         return cls(**data, checks=checks)
 
-    def write(self, folder: Path) -> Path:
+    def write(self, folder: Path) -> None:
         path = folder / f"{self.finished_at:017.6f}-{self.run_id}.json"
         # default=str: a stage's metadata is for reading (a path, a timestamp), not computing.
         text = json.dumps(asdict(self), ensure_ascii=False, default=str)
         write_atomically(path, lambda temporary: Path(temporary).write_text(text, "utf-8"))
-        return path
 
 
 def unreported_runs_folder(settings: Settings) -> Path:
