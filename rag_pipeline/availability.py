@@ -59,6 +59,7 @@ def _observe(settings: Settings, record: AvailabilityRecord) -> None:
     from rag_pipeline.defs.instance import get_instance
 
     metadata = {
+        "document": record.doc_id,  # a bucket's partition holds others too
         "availability": record.state,
         "changed_by": record.changed_by,
         "changed_at": datetime.fromtimestamp(record.changed_at, UTC).isoformat(),
@@ -68,7 +69,9 @@ def _observe(settings: Settings, record: AvailabilityRecord) -> None:
         instance.report_runless_asset_event(
             AssetObservation(
                 asset_key=AssetKey("qdrant_points"),
-                partition=partition_key(settings.workspace, record.doc_id),
+                partition=partition_key(
+                    settings.workspace, record.doc_id, settings.dagster.document_buckets
+                ),
                 metadata=metadata,
             )
         )

@@ -271,6 +271,14 @@ class DagsterSettings(BaseModel):
         description="Queued runs Dagster starts at a time, each in its own process; writes to "
         "the embedded vector store still take turns (a concurrency pool of one).",
     )
+    document_buckets: int = Field(
+        0,
+        ge=0,
+        le=100_000,
+        description="0: one Dagster partition per document. N > 0: documents grouped into N "
+        "partitions by a stable hash of their id, for installations far past 100,000 documents "
+        "(each document's own metadata stays in the catalog and `status`).",
+    )
 
 
 class RetrievalSettings(BaseModel):

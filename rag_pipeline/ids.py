@@ -47,18 +47,32 @@ def is_workspace_id(text: str) -> bool:
     return _WORKSPACE_ID.fullmatch(text) is not None
 
 
-def partition_key(workspace: str, doc_id: str) -> str:
-    """A document's Dagster partition key: its id, under ``/<workspace>/`` outside the default
-    workspace (a document id never starts with ``/``, so the two cannot meet)."""
-    return doc_id if workspace == DEFAULT_WORKSPACE else f"/{workspace}/{doc_id}"
+BUCKET_PREFIX = "bucket-"
+
+
+def partition_key(workspace: str, doc_id: str, buckets: int = 0) -> str:
+    """A document's Dagster partition key: its id, or with ``buckets`` the name of the bucket
+    it falls in (``bucket-00042``, by a stable hash of the id), under ``/<workspace>/`` outside
+    the default workspace. A document id never starts with ``/`` and always holds one, so
+    none of these can meet."""
+    name = doc_id
+    if buckets:
+        number = int.from_bytes(hashlib.sha256(doc_id.encode()).digest()[:8]) % buckets
+        name = f"{BUCKET_PREFIX}{number:05d}"
+    return name if workspace == DEFAULT_WORKSPACE else f"/{workspace}/{name}"
 
 
 def partition_document(key: str) -> tuple[str, str]:
-    """(workspace, document id) of a :func:`partition_key`."""
+    """(workspace, document id or bucket name) of a :func:`partition_key`."""
     if not key.startswith("/"):
         return DEFAULT_WORKSPACE, key
-    workspace, _, doc_id = key[1:].partition("/")
-    return workspace, doc_id
+    workspace, _, name = key[1:].partition("/")
+    return workspace, name
+
+
+def is_bucket(name: str) -> bool:
+    """Whether the name part of a partition key (:func:`partition_document`) is a bucket's."""
+    return name.startswith(BUCKET_PREFIX) and "/" not in name
 
 
 def document_id(root_label: str, relative_path: str) -> str:

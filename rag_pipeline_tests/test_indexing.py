@@ -14,6 +14,7 @@ from dagster import AssetCheckKey, AssetKey, AssetRecordsFilter
 from rag_pipeline.config import load_settings
 from rag_pipeline.defs.instance import get_instance
 from rag_pipeline.defs.partitions import DOCUMENTS
+from rag_pipeline.ids import DEFAULT_WORKSPACE, partition_key
 from rag_pipeline.indexing.checks import run_checks
 from rag_pipeline.indexing.direct import unreported_runs
 from rag_pipeline.indexing.run import Indexer
@@ -434,6 +435,41 @@ def test_a_change_larger_than_direct_documents_is_a_dagster_run(
         assert len(instance.get_runs()) == 1  # the first index: 5 documents
     [(_, run)] = unreported_runs(settings)
     assert run.documents == ["docs/guide.md"]
+
+
+def test_with_document_buckets_runs_and_reports_cover_buckets_and_only_changes_are_indexed(
+    cli: Cli, home: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAG_PIPELINE_DAGSTER__DOCUMENT_BUCKETS", "2")
+    monkeypatch.setenv("RAG_PIPELINE_INDEXING__DIRECT_DOCUMENTS", "0")
+    cli("index", "--home", home, "--source", corpus)
+    buckets = {partition_key(DEFAULT_WORKSPACE, doc_id, 2) for doc_id in _status(cli, home)}
+    assert buckets == {"bucket-00000", "bucket-00001"}  # 5 documents: both buckets are used
+    guide = partition_key(DEFAULT_WORKSPACE, "docs/guide.md", 2)
+    (corpus / "guide.md").write_text(GUIDE + "\nOtters hold hands while they sleep.\n", "utf-8")
+    assert "changed 1, unchanged 4" in cli("index", "--home", home).out  # a Dagster run
+    monkeypatch.delenv("RAG_PIPELINE_INDEXING__DIRECT_DOCUMENTS")
+    (corpus / "rivers.txt").unlink()
+    assert "deleted 1" in cli("index", "--home", home).out  # a run without Dagster
+
+    assert _query(cli, home, "otters hold hands while they sleep")[0]["doc_id"] == "docs/guide.md"
+    assert set(_status(cli, home)) == {
+        "docs/report.pdf",
+        "docs/guide.md",
+        "docs/prices.csv",
+        "docs/policy.docx",
+    }
+    assert inconsistencies(home) == []
+    with dagster_view(home) as instance:
+        assert set(instance.get_dynamic_partitions(DOCUMENTS)) == buckets
+        runs = instance.get_runs()
+    assert len(runs) == 2
+    members = sum(partition_key(DEFAULT_WORKSPACE, d, 2) == guide for d in _status(cli, home))
+    changed, first = _metadata(home, "file_manifest", guide)
+    assert first["documents_index"] == first["documents"]
+    assert changed["documents_index"] == 1
+    assert changed["documents"] == changed["documents_index"] + changed["documents_unchanged"]
+    assert changed["documents"] >= members
 
 
 def test_an_exact_identifier_found_in_one_chunk_comes_first(

@@ -1,4 +1,5 @@
-"""The asset graph, one dynamic partition per document, each asset a thin call into ``Indexer``.
+"""The asset graph, one dynamic partition per document (or bucket of documents), each asset a
+thin call into ``Indexer``.
 
 Partition keys name the workspace too (``ids.partition_key``); the indexer sees document ids.
 
@@ -7,7 +8,9 @@ so a run over N changed documents is one process and the embedding batches span 
 """
 
 import warnings
-from collections.abc import Iterable, Iterator, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from functools import partial
 from typing import Any
 
 from dagster import (
@@ -31,7 +34,7 @@ from pydantic import Field
 
 from rag_pipeline.defs.partitions import documents_partitions
 from rag_pipeline.defs.resources import IndexingResource
-from rag_pipeline.ids import partition_document
+from rag_pipeline.ids import is_bucket, partition_document
 from rag_pipeline.indexing.checks import CheckOutcome, run_checks
 from rag_pipeline.indexing.commit import write_points
 from rag_pipeline.indexing.run import Metadata
@@ -39,6 +42,7 @@ from rag_pipeline.indexing.run import Metadata
 # BackfillPolicy is "beta"; it is what runs a batch of documents in one invocation.
 warnings.filterwarnings("ignore", category=BetaWarning, message=".*backfill_policy.*")
 
+_FAILURES_SHOWN = 50
 _PER_DOCUMENT = {
     "partitions_def": documents_partitions,
     "backfill_policy": BackfillPolicy.single_run(),
@@ -57,32 +61,63 @@ class ManifestConfig(Config):
     )
 
 
-def record_per_document(
-    context: AssetExecutionContext, report: Mapping[str, Mapping[str, Any]]
+def run_stage(
+    context: AssetExecutionContext,
+    indexing: IndexingResource,
+    stage: Callable[[list[str]], Mapping[str, Mapping[str, Any]]],
 ) -> MaterializeResult:
-    """Attach each document's metadata to its own partition's materialization.
+    """``stage`` over the run's documents, its report recorded per partition."""
+    members = indexing.members(context.partition_keys)
+    return record_per_partition(context, members, stage(indexing.documents(context.partition_keys)))
+
+
+def record_per_partition(
+    context: AssetExecutionContext,
+    members: Mapping[str, list[str]],
+    report: Mapping[str, Mapping[str, Any]],
+) -> MaterializeResult:
+    """Attach each partition's metadata (:func:`partition_metadata`) to its own materialization.
 
     ``context.add_asset_metadata(..., partition_key=k)`` re-reads every dynamic partition to
     validate ``k`` on each call, which is quadratic over a large batch; the keys here are the
     run's own, so the accumulator is extended once. (Dagster internals, pinned by
     ``dagster==1.13.*`` and by a test reading the metadata back.)
     """
-    documents = {key: partition_document(key)[1] for key in context.partition_keys}
     step = context.op_execution_context._step_execution_context
     accumulated = dict(step._metadata_accumulator.per_output_metadata)
-    for key, doc_id in documents.items():
-        values = document_metadata(report, doc_id)
+    for key, doc_ids in members.items():
+        values = partition_metadata(report, key, doc_ids)
         if values:
             accumulated[
                 AssetMetadataHandle(asset_key=context.assets_def.key, partition_key=key)
             ] = values
     step._metadata_accumulator = OutputMetadataAccumulator(per_output_metadata=accumulated)
-    return MaterializeResult(metadata=batch_summary(report, documents.values()))
+    documents = [doc_id for doc_ids in members.values() for doc_id in doc_ids]
+    return MaterializeResult(metadata=batch_summary(report, documents))
 
 
-def document_metadata(report: Mapping[str, Mapping[str, Any]], doc_id: str) -> Metadata:
-    """What a stage reports of one document, without the values it left empty."""
-    return {name: value for name, value in report.get(doc_id, {}).items() if value is not None}
+def partition_metadata(
+    report: Mapping[str, Mapping[str, Any]], key: str, doc_ids: list[str]
+) -> Metadata:
+    """What a stage reports of a partition: of its document, without the values left empty;
+    of a bucket, how many of its documents there were, what the plan did with them, and which
+    failed (each document's own metadata is the catalog's, shown by ``status``)."""
+    if not is_bucket(partition_document(key)[1]):
+        return {
+            name: value for name, value in report.get(doc_ids[0], {}).items() if value is not None
+        }
+    entries = [report.get(doc_id, {}) for doc_id in doc_ids]
+    failed = {
+        doc_id: entry["error"]
+        for doc_id, entry in zip(doc_ids, entries, strict=True)
+        if "error" in entry
+    }
+    actions = Counter(entry["action"] for entry in entries if "action" in entry)
+    summary: Metadata = {"documents": len(doc_ids), "failed": len(failed)}
+    summary |= {f"documents_{action}": count for action, count in sorted(actions.items())}
+    if failed:
+        summary["failures"] = dict(list(failed.items())[:_FAILURES_SHOWN])
+    return summary
 
 
 def batch_summary(report: Mapping[str, Mapping[str, Any]], doc_ids: Iterable[str]) -> Metadata:
@@ -101,12 +136,11 @@ def batch_summary(report: Mapping[str, Mapping[str, Any]], doc_ids: Iterable[str
 def file_manifest(
     context: AssetExecutionContext, config: ManifestConfig, indexing: IndexingResource
 ) -> MaterializeResult:
-    plan = indexing.indexer.plan(
-        indexing.documents(context.partition_keys),
-        force=config.force,
-        retry_failed=config.retry_failed,
+    return run_stage(
+        context,
+        indexing,
+        partial(indexing.indexer.plan, force=config.force, retry_failed=config.retry_failed),
     )
-    return record_per_document(context, plan)
 
 
 @asset(
@@ -116,9 +150,7 @@ def file_manifest(
     "direct parsers).",
 )
 def parsed_pages(context: AssetExecutionContext, indexing: IndexingResource) -> MaterializeResult:
-    return record_per_document(
-        context, indexing.indexer.parse(indexing.documents(context.partition_keys))
-    )
+    return run_stage(context, indexing, indexing.indexer.parse)
 
 
 @asset(
@@ -127,9 +159,7 @@ def parsed_pages(context: AssetExecutionContext, indexing: IndexingResource) -> 
     description="Chunks sized in the dense model's tokens, with pages, boxes and section.",
 )
 def chunks(context: AssetExecutionContext, indexing: IndexingResource) -> MaterializeResult:
-    return record_per_document(
-        context, indexing.indexer.chunk(indexing.documents(context.partition_keys))
-    )
+    return run_stage(context, indexing, indexing.indexer.chunk)
 
 
 @asset(
@@ -140,9 +170,7 @@ def chunks(context: AssetExecutionContext, indexing: IndexingResource) -> Materi
 def dense_embeddings(
     context: AssetExecutionContext, indexing: IndexingResource
 ) -> MaterializeResult:
-    return record_per_document(
-        context, indexing.indexer.embed_dense(indexing.documents(context.partition_keys))
-    )
+    return run_stage(context, indexing, indexing.indexer.embed_dense)
 
 
 @asset(
@@ -153,9 +181,7 @@ def dense_embeddings(
 def sparse_embeddings(
     context: AssetExecutionContext, indexing: IndexingResource
 ) -> MaterializeResult:
-    return record_per_document(
-        context, indexing.indexer.embed_sparse(indexing.documents(context.partition_keys))
-    )
+    return run_stage(context, indexing, indexing.indexer.embed_sparse)
 
 
 @asset(
@@ -167,9 +193,7 @@ def sparse_embeddings(
 def image_embeddings(
     context: AssetExecutionContext, indexing: IndexingResource
 ) -> MaterializeResult:
-    return record_per_document(
-        context, indexing.indexer.embed_pictures(indexing.documents(context.partition_keys))
-    )
+    return run_stage(context, indexing, indexing.indexer.embed_pictures)
 
 
 QDRANT_POINTS = AssetKey("qdrant_points")
@@ -199,10 +223,11 @@ def qdrant_points(
     context: AssetExecutionContext, indexing: IndexingResource
 ) -> Iterator[MaterializeResult | AssetCheckResult | AssetCheckEvaluation]:
     indexer = indexing.indexer
+    members = indexing.members(context.partition_keys)
     doc_ids = indexing.documents(context.partition_keys)
     try:
-        yield record_per_document(context, write_points(indexer, doc_ids))
-        keys = dict(zip(doc_ids, context.partition_keys, strict=True))
+        yield record_per_partition(context, members, write_points(indexer, doc_ids))
+        keys = {doc_id: key for key, in_partition in members.items() for doc_id in in_partition}
         for name, outcome in run_checks(indexer, doc_ids).items():
             yield from _check_events(name, outcome, keys)
     finally:
@@ -224,8 +249,9 @@ def _check_events(
 def failed_document_evaluations(
     name: str, outcome: CheckOutcome, keys: Mapping[str, str]
 ) -> Iterator[AssetCheckEvaluation]:
-    """An evaluation per failing document of ``keys`` (doc id → partition key): each is an
-    event of its own, so the passing documents are summed up in the batch's result instead."""
+    """An evaluation per failing document of ``keys`` (doc id → partition key, which the
+    documents of a bucket share): each is an event of its own, so the passing documents are
+    summed up in the batch's result instead."""
     for doc_id, problem in outcome.failures.items():
         if doc_id in keys:
             yield AssetCheckEvaluation(
@@ -234,13 +260,13 @@ def failed_document_evaluations(
                 passed=False,
                 partition=keys[doc_id],
                 severity=AssetCheckSeverity.ERROR,
-                metadata={"problem": problem},
+                metadata={"document": doc_id, "problem": problem},
             )
 
 
 def check_summary(outcome: CheckOutcome) -> dict[str, Any]:
     """A check's metadata for the whole batch: its counts and the first failures."""
-    return {**outcome.summary, "failures": dict(list(outcome.failures.items())[:50])}
+    return {**outcome.summary, "failures": dict(list(outcome.failures.items())[:_FAILURES_SHOWN])}
 
 
 document_assets = [

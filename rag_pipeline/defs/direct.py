@@ -18,8 +18,8 @@ from rag_pipeline.defs.assets import (
     QDRANT_POINTS,
     batch_summary,
     check_summary,
-    document_metadata,
     failed_document_evaluations,
+    partition_metadata,
 )
 from rag_pipeline.defs.instance import get_instance
 from rag_pipeline.defs.partitions import DOCUMENTS, remove_partitions
@@ -47,7 +47,7 @@ def report_direct_runs(instance: DagsterInstance, settings: Settings) -> int:
         return 0
     reported = 0
     for path, run in unreported_runs(settings):
-        _report(instance, run)
+        _report(instance, settings, run)
         path.unlink()
         reported += 1
     return reported
@@ -69,21 +69,28 @@ def report_every_workspace(settings: Settings) -> None:
                 report_direct_runs(instance, workspace_settings)
 
 
-def _report(instance: DagsterInstance, run: DirectRun) -> None:
+def _report(instance: DagsterInstance, settings: Settings, run: DirectRun) -> None:
     deleted = set(run.deleted)
-    kept = [doc_id for doc_id in run.documents if doc_id not in deleted]
-    keys = {doc_id: partition_key(run.workspace, doc_id) for doc_id in kept}
+    buckets = settings.dagster.document_buckets
+    keys = {
+        doc_id: partition_key(run.workspace, doc_id, buckets)
+        for doc_id in run.documents
+        if doc_id not in deleted
+    }
+    members: dict[str, list[str]] = {}
+    for doc_id, key in keys.items():
+        members.setdefault(key, []).append(doc_id)
     run_metadata = {RUN_METADATA: run.run_id, TRIGGER_METADATA: run.trigger}
     existing = set(instance.get_dynamic_partitions(DOCUMENTS))
-    instance.add_dynamic_partitions(DOCUMENTS, [k for k in keys.values() if k not in existing])
+    instance.add_dynamic_partitions(DOCUMENTS, [key for key in members if key not in existing])
     for stage, report in run.stages.items():
         batch = batch_summary(report, run.documents) | run_metadata
-        for doc_id, key in keys.items():
+        for key, doc_ids in members.items():
             instance.report_runless_asset_event(
                 AssetMaterialization(
                     asset_key=AssetKey(stage),
                     partition=key,
-                    metadata=document_metadata(report, doc_id) | batch,
+                    metadata=partition_metadata(report, key, doc_ids) | batch,
                 )
             )
     for name, outcome in run.checks.items():
@@ -98,4 +105,4 @@ def _report(instance: DagsterInstance, run: DirectRun) -> None:
                 metadata=check_summary(outcome) | run_metadata,
             )
         )
-    remove_partitions(instance, run.workspace, run.deleted)
+    remove_partitions(instance, settings, run.deleted)

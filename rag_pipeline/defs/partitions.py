@@ -1,5 +1,7 @@
 """One dynamic partition per document, keyed by its readable id (``<folder>/<path inside it>``,
-under ``/<workspace>/`` outside the default workspace: ``ids.partition_key``).
+under ``/<workspace>/`` outside the default workspace: ``ids.partition_key``); or, with
+``dagster.document_buckets``, one per bucket of documents, for installations whose documents
+would be too many partitions (a run over a bucket handles its documents that changed).
 
 A Dagster run covers one contiguous range of partition keys, and dynamic partitions are ordered
 by when they were added. So before a run, the documents it must handle are removed and added
@@ -21,6 +23,8 @@ from rag_pipeline.ids import partition_document, partition_key
 if TYPE_CHECKING:
     from dagster import DagsterInstance
 
+    from rag_pipeline.config import Settings
+
 DOCUMENTS = "documents"
 documents_partitions = DynamicPartitionsDefinition(name=DOCUMENTS)
 
@@ -31,12 +35,17 @@ PLAN_TAG = "rag_pipeline/plan"
 
 
 def arrange_partitions(
-    instance: DagsterInstance, workspace: str, documents: list[str], listed: Iterable[str]
+    instance: DagsterInstance,
+    workspace: str,
+    documents: list[str],
+    listed: Iterable[str],
+    *,
+    buckets: int = 0,
 ) -> dict[str, str]:
     """Make the partitions of a workspace's ``documents`` one contiguous range and return the
     run tags for it (see :func:`arrange_partition_ranges`)."""
     ranges = arrange_partition_ranges(
-        instance, workspace, documents, listed, max(len(documents), 1)
+        instance, workspace, documents, listed, max(len(documents), 1), buckets=buckets
     )
     return ranges[0] if ranges else {}
 
@@ -47,17 +56,21 @@ def arrange_partition_ranges(
     documents: list[str],
     listed: Iterable[str],
     run_documents: int,
+    *,
+    buckets: int = 0,
 ) -> list[dict[str, str]]:
     """Make the partitions of a workspace's ``documents`` one contiguous range and return the
-    run tags of its consecutive slices of at most ``run_documents`` partitions (each a range).
+    run tags of its consecutive slices of about ``run_documents`` documents (each a range; with
+    ``buckets``, of as many buckets as hold that many of ``documents`` on average).
 
     ``listed`` are all the workspace's documents that should have a partition (on disk or in
     the catalog); its partitions of anything else are removed, missing ones added; other
     workspaces' partitions stay. Partitions are only moved when the batch is not already
     contiguous (a single document always is).
     """
-    batch = [partition_key(workspace, doc_id) for doc_id in documents]
-    wanted = {partition_key(workspace, doc_id) for doc_id in listed} | set(batch)
+    batch = list(dict.fromkeys(partition_key(workspace, doc_id, buckets) for doc_id in documents))
+    wanted = {partition_key(workspace, doc_id, buckets) for doc_id in listed} | set(batch)
+    run_partitions = max(1, run_documents * len(batch) // max(len(documents), 1))
     existing = []
     for key in instance.get_dynamic_partitions(DOCUMENTS):
         if key in wanted or partition_document(key)[0] != workspace:
@@ -86,15 +99,21 @@ def arrange_partition_ranges(
         instance.add_dynamic_partitions(DOCUMENTS, others + batch)
     return [
         {RANGE_START_TAG: ordered[start], RANGE_END_TAG: ordered[end - 1]}
-        for start in range(0, len(ordered), run_documents)
-        for end in [min(start + run_documents, len(ordered))]
+        for start in range(0, len(ordered), run_partitions)
+        for end in [min(start + run_partitions, len(ordered))]
     ]
 
 
-def remove_partitions(instance: DagsterInstance, workspace: str, documents: Iterable[str]) -> None:
+def remove_partitions(
+    instance: DagsterInstance, settings: Settings, documents: Iterable[str]
+) -> None:
+    """Remove the partitions of the workspace's deleted ``documents``; with buckets none (other
+    documents may share them: a bucket left empty goes at the next plan, which syncs them all)."""
+    if settings.dagster.document_buckets:
+        return
     existing = set(instance.get_dynamic_partitions(DOCUMENTS))
     for doc_id in documents:
-        key = partition_key(workspace, doc_id)
+        key = partition_key(settings.workspace, doc_id)
         if key in existing:
             instance.delete_dynamic_partition(DOCUMENTS, key)
 

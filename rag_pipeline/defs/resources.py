@@ -7,9 +7,10 @@ from pydantic import Field, PrivateAttr
 
 from rag_pipeline.config import Settings, load_settings
 from rag_pipeline.defs.partitions import PLAN_TAG
-from rag_pipeline.ids import DEFAULT_WORKSPACE, partition_document
+from rag_pipeline.ids import DEFAULT_WORKSPACE, is_bucket, partition_document, partition_key
 from rag_pipeline.indexing.run import Indexer
 from rag_pipeline.locking import run_lock
+from rag_pipeline.manifest import find_changes
 
 
 class IndexingResource(ConfigurableResource):
@@ -22,19 +23,43 @@ class IndexingResource(ConfigurableResource):
     workspace: str = Field(default=DEFAULT_WORKSPACE, description="The workspace's id.")
     _exit_stack: ExitStack = PrivateAttr(default_factory=ExitStack)
     _indexer: Indexer | None = PrivateAttr(default=None)
+    _members: dict[str, list[str]] | None = PrivateAttr(default=None)
 
     def settings(self) -> Settings:
         return load_settings(self.home, self.workspace)
 
     def documents(self, partition_keys: list[str]) -> list[str]:
-        """The document ids of the run's partitions, all of which are this workspace's."""
-        doc_ids = []
-        for key in partition_keys:
-            workspace, doc_id = partition_document(key)
-            if workspace != self.workspace:
-                raise ValueError(f"partition {key!r} is not of workspace {self.workspace!r}")
-            doc_ids.append(doc_id)
-        return doc_ids
+        """The document ids of the run's partitions (see :meth:`members`)."""
+        return [doc_id for doc_ids in self.members(partition_keys).values() for doc_id in doc_ids]
+
+    def members(self, partition_keys: list[str]) -> dict[str, list[str]]:
+        """Partition key → its documents, for the run's partitions, all of this workspace's:
+        a document's partition holds it; a bucket every document of the workspace that falls
+        in it, on disk or to be deleted (found once per run: every step asks)."""
+        if self._members is None or list(self._members) != partition_keys:
+            members: dict[str, list[str]] = {}
+            for key in partition_keys:
+                workspace, name = partition_document(key)
+                if workspace != self.workspace:
+                    raise ValueError(f"partition {key!r} is not of workspace {self.workspace!r}")
+                members[key] = [] if is_bucket(name) else [name]
+            if any(not doc_ids for doc_ids in members.values()):
+                self._fill_buckets(members)
+            self._members = members
+        return self._members
+
+    def _fill_buckets(self, members: dict[str, list[str]]) -> None:
+        settings, indexer = self.settings(), self.indexer
+        buckets = settings.dagster.document_buckets
+        if not buckets:
+            raise ValueError(
+                "the run's partitions are buckets, but dagster.document_buckets is 0: plan again"
+            )
+        diff = find_changes(settings, indexer.catalog, indexer.collection.name)
+        for doc_id in [*diff.files, *diff.deleted]:
+            key = partition_key(self.workspace, doc_id, buckets)
+            if key in members:
+                members[key].append(doc_id)
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         settings = self.settings()

@@ -64,7 +64,13 @@ class PlannedRun:
 
 def plan_index_run(instance: DagsterInstance, settings: Settings, diff: ManifestDiff) -> PlannedRun:
     """Sync the workspace's partitions with its documents, and range the ones to (re)index."""
-    tags = arrange_partitions(instance, settings.workspace, diff.to_process, diff.documents)
+    tags = arrange_partitions(
+        instance,
+        settings.workspace,
+        diff.to_process,
+        diff.documents,
+        buckets=settings.dagster.document_buckets,
+    )
     if tags:
         tags[WORKSPACE_TAG] = settings.workspace
     return PlannedRun(diff=diff, tags=tags)
@@ -86,6 +92,7 @@ def plan_index_runs(
         diff.to_process,
         diff.documents,
         settings.indexing.run_documents,
+        buckets=settings.dagster.document_buckets,
     )
     latest = instance.get_runs(
         RunsFilter(job_name=index_documents_job.name, tags={WORKSPACE_TAG: settings.workspace}),

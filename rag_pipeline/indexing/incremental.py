@@ -141,7 +141,7 @@ def _run(
             raise_on_error=False,
         )
         if result.success:
-            remove_partitions(instance, settings.workspace, diff.deleted)
+            remove_partitions(instance, settings, diff.deleted)
         else:
             logger.error("the Dagster run %s failed; see `rag-pipeline ui`", result.run_id)
         return result.success
@@ -195,5 +195,5 @@ def _wait(settings: Settings, run_ids: list[str], diff: ManifestDiff) -> bool:
     with queue_daemon(settings) as daemon_alive, get_instance(settings) as instance:
         succeeded = wait_for_runs(instance, settings, run_ids, daemon_alive)
         if succeeded:
-            remove_partitions(instance, settings.workspace, diff.deleted)
+            remove_partitions(instance, settings, diff.deleted)
         return succeeded
