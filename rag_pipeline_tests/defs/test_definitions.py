@@ -12,10 +12,11 @@ from rag_pipeline.defs.partitions import (
     DOCUMENTS,
     RANGE_END_TAG,
     RANGE_START_TAG,
+    arrange_partition_ranges,
     arrange_partitions,
     remove_other_workspaces_partitions,
 )
-from rag_pipeline.ids import DEFAULT_WORKSPACE
+from rag_pipeline.ids import DEFAULT_WORKSPACE, is_bucket, partition_key
 from rag_pipeline.indexing.direct import PLAN_STAGE, stages
 from rag_pipeline.indexing.run import Indexer
 
@@ -136,6 +137,27 @@ def test_a_workspace_arranges_only_its_own_partitions() -> None:
         assert sorted(keys[start : end + 1]) == ["a", "b"]
         remove_other_workspaces_partitions(instance, {DEFAULT_WORKSPACE})
         assert sorted(instance.get_dynamic_partitions(DOCUMENTS)) == ["a", "b"]
+
+
+def test_with_buckets_a_batch_is_ranged_by_bucket_and_runs_are_cut_by_documents() -> None:
+    documents = [f"docs/{number}.md" for number in range(40)]
+    buckets = {partition_key(DEFAULT_WORKSPACE, doc_id, 8) for doc_id in documents}
+    assert len(buckets) == 8 and all(is_bucket(key) for key in buckets)
+    with DagsterInstance.ephemeral() as instance:
+        arrange_partitions(instance, DEFAULT_WORKSPACE, ["docs/a.md"], [])  # a document's
+        ranges = arrange_partition_ranges(
+            instance, DEFAULT_WORKSPACE, documents, documents, 10, buckets=8
+        )
+        # The document partition is gone; every bucket is in one of the ranges.
+        keys = instance.get_dynamic_partitions(DOCUMENTS)
+        assert sorted(keys) == sorted(buckets)
+        ranged = [
+            keys[keys.index(tags[RANGE_START_TAG]) : keys.index(tags[RANGE_END_TAG]) + 1]
+            for tags in ranges
+        ]
+        assert sorted(key for part in ranged for key in part) == sorted(buckets)
+        # 40 documents in runs of about 10: 4 runs of 2 buckets (5 documents a bucket).
+        assert [len(part) for part in ranged] == [2, 2, 2, 2]
 
 
 def test_the_embedded_store_is_written_by_one_run_at_a_time_and_a_qdrant_server_by_all(
