@@ -13,6 +13,7 @@ import hashlib
 import os
 import time
 from collections.abc import Iterator
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -135,14 +136,14 @@ def scan_sources(
         if not folder.is_dir():
             missing.append(folder)
             continue
-        for path in _walk(folder, follow_symlinks=settings.indexing.follow_symlinks):
-            file_type = format_of(path)
+        for relative, stat in _walk(folder, follow_symlinks=settings.indexing.follow_symlinks):
+            file_type = format_of(relative)
             if file_type is None:
                 continue
             if file_type not in versions:
                 versions[file_type] = pipeline_version(settings, file_type)
-            relative = path.relative_to(folder).as_posix()
-            files.append(_describe(label, folder, relative, file_type, versions[file_type], known))
+            version = versions[file_type]
+            files.append(_describe(label, folder, relative, stat, file_type, version, known))
     return files, missing
 
 
@@ -159,7 +160,8 @@ def describe_file(
         return None
     file_type = format_of(path) or "text"
     version = pipeline_version(settings, file_type)
-    return _describe(label, folder, relative, file_type, version, {doc_id: known} if known else {})
+    known_here = {doc_id: known} if known else {}
+    return _describe(label, folder, relative, path.stat(), file_type, version, known_here)
 
 
 def _allowed(path: Path, folder: Path, follow_symlinks: bool) -> bool:
@@ -168,12 +170,14 @@ def _allowed(path: Path, folder: Path, follow_symlinks: bool) -> bool:
     return follow_symlinks or path.resolve().is_relative_to(folder.resolve())
 
 
-def _walk(folder: Path, *, follow_symlinks: bool) -> Iterator[Path]:
-    """Files under ``folder``, skipping hidden entries, never following links to folders, and
-    following links to files only inside ``folder`` (anywhere with ``follow_symlinks``)."""
-    stack = [folder]
+def _walk(folder: Path, *, follow_symlinks: bool) -> Iterator[tuple[str, os.stat_result]]:
+    """Files under ``folder``: their paths inside it (``/``-separated) and their ``stat``;
+    skipping hidden entries and files gone meanwhile, never following links to folders, and
+    following links to files only inside ``folder`` (anywhere with ``follow_symlinks``).
+    Strings rather than ``Path``s: this runs once a file on every pass."""
+    stack = [("", str(folder))]
     while stack:
-        current = stack.pop()
+        inside, current = stack.pop()
         try:
             entries = sorted(os.scandir(current), key=lambda entry: entry.name)
         except OSError:
@@ -182,31 +186,31 @@ def _walk(folder: Path, *, follow_symlinks: bool) -> Iterator[Path]:
             if entry.name.startswith((".", "~$")):
                 continue
             if entry.is_dir(follow_symlinks=False):
-                stack.append(Path(entry.path))
+                stack.append((f"{inside}{entry.name}/", entry.path))
             elif entry.is_file() and (
                 not entry.is_symlink() or _allowed(Path(entry.path), folder, follow_symlinks)
             ):
-                yield Path(entry.path)
+                with suppress(OSError):
+                    yield f"{inside}{entry.name}", entry.stat()
 
 
 def _describe(
     label: str,
     folder: Path,
     relative: str,
+    stat: os.stat_result,
     file_type: str,
     pipeline: str,
     known: dict[str, DocumentRecord],
 ) -> SourceFile:
     doc_id = ids.document_id(label, relative)
-    path = folder / relative
-    stat = path.stat()
     previous = known.get(doc_id)
     error = None
     if previous and previous.size == stat.st_size and previous.mtime_ns == stat.st_mtime_ns:
         sha256 = previous.sha256
     else:
         try:
-            sha256 = _sha256(path)
+            sha256 = _sha256(folder / relative)
         except OSError as exc:
             # Unreadable now: version it by size and time so it is retried when it changes.
             sha256, error = (

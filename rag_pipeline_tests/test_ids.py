@@ -21,3 +21,15 @@ def test_version_changes_with_content_or_pipeline() -> None:
 def test_a_chunk_id_parses_back_even_when_the_path_holds_at_signs() -> None:
     chunk = ids.chunk_id("docs/me@home/notes#1.md", "v9", 12)
     assert ids.parse_chunk_id(chunk) == ("docs/me@home/notes#1.md", "v9", 12)
+
+
+def test_a_documents_bucket_is_stable_and_never_a_documents_key() -> None:
+    doc_ids = [ids.document_id("docs", f"{number}.md") for number in range(200)]
+    keys = [ids.partition_key("acme", doc_id, 16) for doc_id in doc_ids]
+    assert keys == [ids.partition_key("acme", doc_id, 16) for doc_id in doc_ids]
+    assert len(set(keys)) == 16  # 200 documents reach every bucket
+    for doc_id, key in zip(doc_ids, keys, strict=True):
+        workspace, name = ids.partition_document(key)
+        assert workspace == "acme" and ids.is_bucket(name)
+        assert not ids.is_bucket(ids.partition_document(ids.partition_key("acme", doc_id))[1])
+    assert not ids.is_bucket("bucket-00001/report.pdf")  # a folder named like a bucket

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import zipfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -85,9 +86,9 @@ _ZIP_MIMETYPES = {
 _ZIP_FORMATS = {"docx", "pptx", "xlsx", "epub", "odt"}
 
 
-def format_of(path: Path) -> str | None:
+def format_of(path: str | Path) -> str | None:
     """The format a file's extension promises, or None when it is not a document we index."""
-    return EXTENSIONS.get(path.suffix.lower())
+    return EXTENSIONS.get(os.path.splitext(path)[1].lower())
 
 
 def detect_format(path: Path) -> str:
