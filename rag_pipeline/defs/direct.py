@@ -22,9 +22,8 @@ from rag_pipeline.defs.assets import (
     partition_metadata,
 )
 from rag_pipeline.defs.instance import get_instance
-from rag_pipeline.defs.partitions import DOCUMENTS, remove_partitions
+from rag_pipeline.defs.partitions import DOCUMENTS, documents_by_partition, remove_partitions
 from rag_pipeline.defs.runs import active_index_run
-from rag_pipeline.ids import partition_key
 from rag_pipeline.indexing.direct import DirectRun, unreported_runs, unreported_runs_folder
 from rag_pipeline.locking import LockTimeout, index_lock
 from rag_pipeline.workspaces import list_workspaces
@@ -71,15 +70,12 @@ def report_every_workspace(settings: Settings) -> None:
 
 def _report(instance: DagsterInstance, settings: Settings, run: DirectRun) -> None:
     deleted = set(run.deleted)
-    buckets = settings.dagster.document_buckets
-    keys = {
-        doc_id: partition_key(run.workspace, doc_id, buckets)
-        for doc_id in run.documents
-        if doc_id not in deleted
-    }
-    members: dict[str, list[str]] = {}
-    for doc_id, key in keys.items():
-        members.setdefault(key, []).append(doc_id)
+    members = documents_by_partition(
+        run.workspace,
+        [doc_id for doc_id in run.documents if doc_id not in deleted],
+        settings.dagster.document_buckets,
+    )
+    keys = {doc_id: key for key, doc_ids in members.items() for doc_id in doc_ids}
     run_metadata = {RUN_METADATA: run.run_id, TRIGGER_METADATA: run.trigger}
     existing = set(instance.get_dynamic_partitions(DOCUMENTS))
     instance.add_dynamic_partitions(DOCUMENTS, [key for key in members if key not in existing])

@@ -34,6 +34,16 @@ RANGE_END_TAG = "dagster/asset_partition_range_end"
 PLAN_TAG = "rag_pipeline/plan"
 
 
+def documents_by_partition(
+    workspace: str, doc_ids: Iterable[str], buckets: int = 0
+) -> dict[str, list[str]]:
+    """Partition key → the documents of ``doc_ids`` it holds (one each, or a bucket's), in order."""
+    grouped: dict[str, list[str]] = {}
+    for doc_id in doc_ids:
+        grouped.setdefault(partition_key(workspace, doc_id, buckets), []).append(doc_id)
+    return grouped
+
+
 def arrange_partitions(
     instance: DagsterInstance,
     workspace: str,
@@ -68,8 +78,8 @@ def arrange_partition_ranges(
     workspaces' partitions stay. Partitions are only moved when the batch is not already
     contiguous (a single document always is).
     """
-    batch = list(dict.fromkeys(partition_key(workspace, doc_id, buckets) for doc_id in documents))
-    wanted = {partition_key(workspace, doc_id, buckets) for doc_id in listed} | set(batch)
+    batch = list(documents_by_partition(workspace, documents, buckets))
+    wanted = set(documents_by_partition(workspace, listed, buckets)) | set(batch)
     run_partitions = max(1, run_documents * len(batch) // max(len(documents), 1))
     existing = []
     for key in instance.get_dynamic_partitions(DOCUMENTS):

@@ -6,8 +6,8 @@ from dagster import ConfigurableResource, InitResourceContext
 from pydantic import Field, PrivateAttr
 
 from rag_pipeline.config import Settings, load_settings
-from rag_pipeline.defs.partitions import PLAN_TAG
-from rag_pipeline.ids import DEFAULT_WORKSPACE, is_bucket, partition_document, partition_key
+from rag_pipeline.defs.partitions import PLAN_TAG, documents_by_partition
+from rag_pipeline.ids import DEFAULT_WORKSPACE, is_bucket, partition_document
 from rag_pipeline.indexing.run import Indexer
 from rag_pipeline.locking import run_lock
 from rag_pipeline.manifest import find_changes
@@ -56,10 +56,10 @@ class IndexingResource(ConfigurableResource):
                 "the run's partitions are buckets, but dagster.document_buckets is 0: plan again"
             )
         diff = find_changes(settings, indexer.catalog, indexer.collection.name)
-        for doc_id in [*diff.files, *diff.deleted]:
-            key = partition_key(self.workspace, doc_id, buckets)
-            if key in members:
-                members[key].append(doc_id)
+        listed = documents_by_partition(self.workspace, [*diff.files, *diff.deleted], buckets)
+        for key, doc_ids in members.items():
+            if not doc_ids:
+                members[key] = listed.get(key, [])
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         settings = self.settings()
