@@ -20,7 +20,7 @@ from rag_pipeline.catalog import Catalog
 from rag_pipeline.catalog.database import drop_schema
 from rag_pipeline.config import Settings, load_settings, workspace_home, write_stored_settings
 from rag_pipeline.ids import DEFAULT_WORKSPACE, is_workspace_id, workspace_id
-from rag_pipeline.locking import index_lock
+from rag_pipeline.locking import index_lock, lock_place
 from rag_pipeline.store import drop_collection
 
 _DESCRIPTION = "workspace.json"
@@ -123,7 +123,7 @@ def delete_workspace(workspace: Workspace, *, wait_seconds: float = 60.0) -> Non
     if workspace.id == DEFAULT_WORKSPACE:
         raise WorkspaceError("the default workspace cannot be deleted")
     settings = workspace.settings
-    with index_lock(settings.home, timeout_seconds=wait_seconds):
+    with index_lock(lock_place(settings), timeout_seconds=wait_seconds):
         with Catalog(settings) as catalog:
             collections = [collection.name for collection in catalog.collections()]
         for collection in collections:

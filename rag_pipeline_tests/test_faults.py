@@ -26,7 +26,7 @@ from rag_pipeline import ids
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import load_settings
 from rag_pipeline.faults import FAULT_ENV
-from rag_pipeline.locking import index_lock_path, is_locked
+from rag_pipeline.locking import INDEX, HomeLocks
 from rag_pipeline_tests.index_state import inconsistencies, live_records
 from serving.replica import EmbeddedReplica
 from serving.retrieval import Retriever
@@ -167,7 +167,7 @@ def test_a_run_killed_at_any_point_leaves_a_whole_index_and_the_next_run_converg
         )
         second = None
         try:
-            while not is_locked(index_lock_path(home)) and killed.poll() is None:
+            while not HomeLocks(home).is_locked(INDEX) and killed.poll() is None:
                 time.sleep(0.05)  # the second attempt comes once the first one holds the lock
             second = subprocess.Popen(
                 [*_CLI, "index", "--home", str(home)],

@@ -25,7 +25,7 @@ from rag_pipeline.defs.instance import get_instance
 from rag_pipeline.defs.partitions import DOCUMENTS, documents_by_partition, remove_partitions
 from rag_pipeline.defs.runs import active_index_run
 from rag_pipeline.indexing.direct import DirectRun, unreported_runs, unreported_runs_folder
-from rag_pipeline.locking import LockTimeout, index_lock
+from rag_pipeline.locking import LockTimeout, index_lock, lock_place
 from rag_pipeline.workspaces import list_workspaces
 
 if TYPE_CHECKING:
@@ -64,7 +64,10 @@ def report_every_workspace(settings: Settings) -> None:
         return
     with get_instance(settings) as instance:
         for workspace_settings in pending:
-            with suppress(LockTimeout), index_lock(workspace_settings.home, timeout_seconds=0):
+            with (
+                suppress(LockTimeout),
+                index_lock(lock_place(workspace_settings), timeout_seconds=0),
+            ):
                 report_direct_runs(instance, workspace_settings)
 
 

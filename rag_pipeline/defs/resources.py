@@ -9,7 +9,7 @@ from rag_pipeline.config import Settings, load_settings
 from rag_pipeline.defs.partitions import PLAN_TAG, documents_by_partition
 from rag_pipeline.ids import DEFAULT_WORKSPACE, is_bucket, partition_document
 from rag_pipeline.indexing.run import Indexer
-from rag_pipeline.locking import run_lock
+from rag_pipeline.locking import lock_place, run_lock
 from rag_pipeline.manifest import find_changes
 
 
@@ -67,7 +67,7 @@ class IndexingResource(ConfigurableResource):
         # carry their parent's plan tag, but not its plan (the partitions have moved since).
         run = context.dagster_run
         alone = PLAN_TAG not in run.tags or run.parent_run_id is not None
-        self._exit_stack.enter_context(run_lock(settings.home, context.run_id, alone=alone))
+        self._exit_stack.enter_context(run_lock(lock_place(settings), context.run_id, alone=alone))
         self._indexer = Indexer(settings)
         self._exit_stack.callback(self._indexer.close)
 

@@ -7,7 +7,6 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dagster import (
@@ -19,11 +18,17 @@ from dagster import (
     in_process_executor,
 )
 
-from rag_pipeline.config import Settings, workspace_home
+from rag_pipeline.config import Settings, load_settings
 from rag_pipeline.defs.assets import document_assets
 from rag_pipeline.defs.partitions import PLAN_TAG, arrange_partition_ranges, arrange_partitions
 from rag_pipeline.ids import DEFAULT_WORKSPACE
-from rag_pipeline.locking import forget_run_locks, process_alive, run_lock_state
+from rag_pipeline.locking import (
+    LockPlace,
+    forget_run_locks,
+    lock_place,
+    process_alive,
+    run_lock_state,
+)
 from rag_pipeline.manifest import ManifestDiff
 
 if TYPE_CHECKING:
@@ -155,14 +160,17 @@ def fail_abandoned_runs(instance: DagsterInstance, settings: Settings) -> list[s
     would hold its slot for all.
     """
     abandoned = []
-    started_runs: dict[Path, set[str]] = {}  # by home
+    started_runs: dict[LockPlace, set[str]] = {}  # by workspace
     for record in instance.get_run_records(
         RunsFilter(job_name=index_documents_job.name, statuses=[DagsterRunStatus.STARTED])
     ):
-        home = workspace_home(settings.root, workspace_of_run(record.dagster_run.tags))
+        workspace = workspace_of_run(record.dagster_run.tags)
+        place = lock_place(
+            settings if workspace == settings.workspace else load_settings(settings.root, workspace)
+        )
         run_id = record.dagster_run.run_id
-        started_runs.setdefault(home, set()).add(run_id)
-        lock = run_lock_state(home, run_id)
+        started_runs.setdefault(place, set()).add(run_id)
+        lock = run_lock_state(place, run_id)
         if lock is not None and lock.holding:
             dead = False
         elif lock is None or lock.pid is None:  # never took its lock (or is taking it now)
@@ -181,6 +189,6 @@ def fail_abandoned_runs(instance: DagsterInstance, settings: Settings) -> list[s
             if instance.event_log_storage.supports_global_concurrency_limits:
                 instance.event_log_storage.free_concurrency_slots_for_run(run_id)
             abandoned.append(run_id)
-    for home in {settings.home, *started_runs}:
-        forget_run_locks(home, keep=started_runs.get(home, set()) - set(abandoned))
+    for place in {lock_place(settings), *started_runs}:
+        forget_run_locks(place, keep=started_runs.get(place, set()) - set(abandoned))
     return abandoned

@@ -27,7 +27,7 @@ from rag_pipeline.defs.runs import (
     plan_index_runs,
 )
 from rag_pipeline.indexing.incremental import find_work
-from rag_pipeline.locking import LockTimeout, index_lock
+from rag_pipeline.locking import LockTimeout, index_lock, lock_place
 from rag_pipeline.workspaces import list_workspaces
 
 
@@ -51,7 +51,7 @@ def _index_run_requests_of(
     instance: DagsterInstance, settings: Settings, trigger: str
 ) -> list[RunRequest] | SkipReason:
     try:
-        with index_lock(settings.home, timeout_seconds=0), Catalog(settings) as catalog:
+        with index_lock(lock_place(settings), timeout_seconds=0), Catalog(settings) as catalog:
             # The guard against planning a document twice, and against moving the partitions
             # of queued runs; checked holding the lock, which other planners (the CLI) take.
             if active_index_run(instance, settings.workspace):

@@ -20,7 +20,7 @@ from rag_pipeline.indexing.checks import verify_collections
 from rag_pipeline.indexing.commit import finish_collections, repair_pending
 from rag_pipeline.indexing.direct import index_directly, indexes_directly
 from rag_pipeline.indexing.run import target_collection
-from rag_pipeline.locking import index_lock
+from rag_pipeline.locking import index_lock, lock_place
 from rag_pipeline.manifest import ManifestDiff, find_changes
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def index_once(
     while planning: the runs go to Dagster's queue, ``parallel`` at a time."""
     started = time.perf_counter()
     queued: list[str] = []
-    with index_lock(settings.home), Catalog(settings) as catalog:
+    with index_lock(lock_place(settings)), Catalog(settings) as catalog:
         diff = find_work(settings, catalog, retry_failed=retry_failed)
         succeeded = True
         if diff.to_process and parallel:

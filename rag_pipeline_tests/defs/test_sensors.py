@@ -21,7 +21,7 @@ from rag_pipeline.defs.partitions import DOCUMENTS, RANGE_END_TAG, RANGE_START_T
 from rag_pipeline.defs.runs import WORKSPACE_TAG, index_documents_job
 from rag_pipeline.defs.sensors import watched_folders_sensor
 from rag_pipeline.indexing.direct import unreported_runs
-from rag_pipeline.locking import run_lock
+from rag_pipeline.locking import HomeLocks, run_lock
 from rag_pipeline.workspaces import create_workspace
 from rag_pipeline_tests.conftest import Cli
 
@@ -142,7 +142,7 @@ def test_a_run_whose_process_let_go_of_the_lock_but_lives_is_not_abandoned(home:
 
     with get_instance(load_settings(home)) as instance:
         run_id = _started_run(instance)
-        with run_lock(home, run_id):  # this process: it is still recording its end
+        with run_lock(HomeLocks(home), run_id):  # this process: it is still recording its end
             pass
         assert fail_abandoned_runs(instance, load_settings(home)) == []
 
@@ -153,7 +153,7 @@ def test_a_run_holding_its_lock_is_not_abandoned_while_another_died(home: Path) 
     with get_instance(load_settings(home)) as instance:
         living, dead = _started_run(instance), _started_run(instance)
         _hold_run_lock_in_a_process_that_ends(home, dead)
-        with run_lock(home, living):
+        with run_lock(HomeLocks(home), living):
             assert fail_abandoned_runs(instance, load_settings(home)) == [dead]
         assert instance.get_run_by_id(living).status == DagsterRunStatus.STARTED
 
@@ -164,8 +164,8 @@ def _hold_run_lock_in_a_process_that_ends(home: Path, run_id: str) -> None:
             sys.executable,
             "-c",
             "import sys; from pathlib import Path\n"
-            "from rag_pipeline.locking import run_lock\n"
-            "with run_lock(Path(sys.argv[1]), sys.argv[2]): pass",
+            "from rag_pipeline.locking import HomeLocks, run_lock\n"
+            "with run_lock(HomeLocks(Path(sys.argv[1])), sys.argv[2]): pass",
             str(home),
             run_id,
         ],
@@ -180,7 +180,7 @@ def test_a_run_in_another_container_is_judged_by_when_it_let_go_not_by_its_proce
 
     with get_instance(load_settings(home)) as instance:
         run_id = _started_run(instance)
-        with run_lock(home, run_id):
+        with run_lock(HomeLocks(home), run_id):
             pass
         lock_file = home / "run-locks" / f"{run_id}.lock"
         # As a run in another container writes it: its process id means nothing here (this
@@ -224,10 +224,10 @@ def test_a_run_no_plan_made_waits_for_the_runs_of_a_plan_which_run_side_by_side(
     from rag_pipeline.locking import LockTimeout
 
     with (
-        run_lock(home, "planned-1"),
-        run_lock(home, "planned-2"),
+        run_lock(HomeLocks(home), "planned-1"),
+        run_lock(HomeLocks(home), "planned-2"),
         pytest.raises(LockTimeout),
-        run_lock(home, "from-the-ui", alone=True, timeout_seconds=0.2),
+        run_lock(HomeLocks(home), "from-the-ui", alone=True, timeout_seconds=0.2),
     ):
         pass
 
