@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 
 _TABLES = (
     """CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
@@ -72,6 +72,9 @@ _TABLES = (
     )""",
     """CREATE INDEX IF NOT EXISTS chunks_of_document
         ON chunks (collection, doc_id, chunk_index)""",
+    # Every pass sums the points a collection should hold: from this index alone, not the rows.
+    """CREATE INDEX IF NOT EXISTS documents_indexed_chunks
+        ON documents (collection, chunks) WHERE indexed_version IS NOT NULL""",
     # Documents whose points in a collection may differ from what the catalog names live there
     # (a write under way, or interrupted): their other versions' points are deleted on repair.
     # Documents and chunks operators took out of search (archived, rejected) or put back;

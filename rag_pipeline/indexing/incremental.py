@@ -72,13 +72,15 @@ def index_once(
             finish_collections(settings, catalog)  # a build whose last run died before its end
     if queued:
         succeeded = _wait(settings, queued, diff)
-    with Catalog(settings) as catalog:
-        records = catalog.documents(target_collection(settings, catalog).name)
-    failed = {
-        doc_id: records[doc_id].error or "unknown reason"
-        for doc_id in [*diff.new, *diff.changed]
-        if doc_id in records and records[doc_id].state == "failed"
-    }
+    failed: dict[str, str] = {}
+    if diff.to_process:  # an unchanged pass reads the documents once, not twice
+        with Catalog(settings) as catalog:
+            records = catalog.documents(target_collection(settings, catalog).name)
+        failed = {
+            doc_id: records[doc_id].error or "unknown reason"
+            for doc_id in [*diff.new, *diff.changed]
+            if doc_id in records and records[doc_id].state == "failed"
+        }
     return IndexOutcome(diff, succeeded, failed, time.perf_counter() - started)
 
 
