@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 from dagster import AssetCheckKey, AssetKey, AssetRecordsFilter
 
+from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import load_settings
 from rag_pipeline.defs.instance import get_instance
 from rag_pipeline.defs.partitions import DOCUMENTS
 from rag_pipeline.ids import DEFAULT_WORKSPACE, partition_key
+from rag_pipeline.indexing import checks
 from rag_pipeline.indexing.checks import run_checks
 from rag_pipeline.indexing.direct import unreported_runs
 from rag_pipeline.indexing.run import Indexer
@@ -214,6 +216,38 @@ def test_a_store_that_lost_points_after_a_run_is_repaired_by_the_next_one(
     assert "changed 1" in result.out
     assert inconsistencies(home) == []
     assert _query(cli, home, "herons strike fish")[0]["doc_id"] == "docs/guide.md"
+
+
+def test_a_pass_opens_the_embedded_store_only_when_its_files_or_the_catalog_changed(
+    cli: Cli, home: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cli("index", "--home", home, "--source", corpus)
+    settings = load_settings(home)
+    opened: list[str] = []
+    open_store = checks.open_vector_store
+    monkeypatch.setattr(
+        checks, "open_vector_store", lambda s, name: opened.append(name) or open_store(s, name)
+    )
+
+    def verify() -> None:
+        with Catalog(settings) as catalog:
+            checks.verify_collections(settings, catalog)
+
+    verify()  # the first pass since the run: opened, and found whole
+    verify()
+    assert len(opened) == 1
+    indexer = Indexer(settings)
+    try:
+        indexer.store.delete_document("docs/guide.md")  # lost behind the catalog's back
+    finally:
+        indexer.close()
+    verify()
+    assert len(opened) == 2
+    with Catalog(settings) as catalog:
+        live = catalog.live_collection()
+        assert live is not None
+        record = catalog.document(live.name, "docs/guide.md")
+    assert record is not None and record.reindex_reason == "the store had 1 chunks but 0 points"
 
 
 def test_bad_inputs_fail_with_clear_reasons_and_the_rest_of_the_batch_is_indexed(

@@ -29,7 +29,7 @@ from rag_pipeline.catalog import Catalog, CollectionRecord, DocumentRecord
 from rag_pipeline.config import Settings
 from rag_pipeline.embedding import EmbeddingCache, open_embedding_cache
 from rag_pipeline.indexing.points import VectorModels, points_from_cache, vector_sizes
-from rag_pipeline.store import SearchableStore, VectorStore, open_vector_store
+from rag_pipeline.store import SearchableStore, VectorStore, open_vector_store, uses_server
 from rag_pipeline.store.edge import EdgeStore
 from rag_pipeline.store.schema import DocumentFacts, Hit, NearestHits, QueryFilter
 from serving.retrieval import CommittedOnly
@@ -57,7 +57,7 @@ class RefreshReport:
 
 def open_serving_store(settings: Settings, catalog: Catalog) -> ServingStore:
     """The Qdrant server itself when one is configured, else a replica of the embedded index."""
-    if settings.store.url or settings.store.client_path:
+    if uses_server(settings):
         return _SharedStore(settings, catalog)
     return EmbeddedReplica(settings, catalog)
 

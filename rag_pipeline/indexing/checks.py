@@ -11,13 +11,20 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import Settings
 from rag_pipeline.embedding.image import clip_model_id
+from rag_pipeline.files import write_atomically
 from rag_pipeline.indexing.points import vector_sizes
 from rag_pipeline.indexing.run import Indexer, Metadata
-from rag_pipeline.store import VectorStore, open_vector_store
+from rag_pipeline.store import (
+    VectorStore,
+    embedded_files_state,
+    embedded_path,
+    open_vector_store,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,15 +130,33 @@ def _check_no_silent_empty(indexer: Indexer, doc_ids: list[str]) -> CheckOutcome
 
 
 def verify_collections(settings: Settings, catalog: Catalog) -> None:
-    """Verify the live collection and the one being built, if any (see :func:`verify_store`)."""
+    """Verify the live collection and the one being built, if any (see :func:`verify_store`).
+
+    An embedded collection whose files, and the points the catalog expects of it, are as they
+    were when it last passed is not opened again: it would pass again, and opening a large one
+    is most of what an unchanged pass costs.
+    """
     for collection in catalog.collections():
         if collection.state == "retired":
             continue
+        passed = embedded_path(settings, collection.name).with_name(f".{collection.name}.passed")
+        seen = _seen(settings, catalog, collection.name)
+        if seen is not None and passed.is_file() and passed.read_text() == seen:
+            continue
         store = open_vector_store(settings, collection.name)
         try:
-            verify_store(catalog, store, collection.name)
+            verification = verify_store(catalog, store, collection.name)
         finally:
             store.close()
+        seen = _seen(settings, catalog, collection.name)  # closing may have written
+        if seen is not None and not verification.missing and not verification.orphans:
+            write_atomically(passed, lambda temporary, text=seen: Path(temporary).write_text(text))
+
+
+def _seen(settings: Settings, catalog: Catalog, collection: str) -> str | None:
+    """The points the catalog expects of an embedded collection, and the state of its files."""
+    files = embedded_files_state(settings, collection)
+    return None if files is None else f"{catalog.expected_points(collection)} {files}"
 
 
 def audit(settings: Settings) -> list[str]:

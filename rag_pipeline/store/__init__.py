@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import Protocol
 
@@ -85,7 +87,7 @@ def open_vector_store(
 
     The embedded engine admits one process at a time: wait up to ``wait_seconds`` for it.
     """
-    if settings.store.url or settings.store.client_path:
+    if uses_server(settings):
         from rag_pipeline.store.server import QdrantServerStore
 
         return QdrantServerStore.from_settings(settings.store, collection)
@@ -94,8 +96,28 @@ def open_vector_store(
     return EdgeStore(embedded_path(settings, collection), wait_seconds=wait_seconds)
 
 
+def uses_server(settings: Settings) -> bool:
+    """Whether the store is a Qdrant server (or qdrant-client's stand-in for one)."""
+    return bool(settings.store.url or settings.store.client_path)
+
+
 def embedded_path(settings: Settings, collection: str) -> Path:
     return settings.home / "qdrant" / collection
+
+
+def embedded_files_state(settings: Settings, collection: str) -> str | None:
+    """A hash of the names, sizes and times of the embedded collection's files: the same while
+    nothing writes them. None for a server, whose files are out of sight."""
+    if uses_server(settings):
+        return None
+    folder = embedded_path(settings, collection)
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        with suppress(FileNotFoundError):  # a file the engine replaced meanwhile
+            stat = path.stat()
+            entry = f"{path.relative_to(folder)}\0{stat.st_size}\0{stat.st_mtime_ns}\n"
+            digest.update(entry.encode())
+    return digest.hexdigest()
 
 
 def drop_collection(settings: Settings, collection: str) -> None:
