@@ -18,7 +18,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import (
@@ -27,12 +27,17 @@ from pydantic_settings import (
     PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
+from upath import UPath
 
 from rag_pipeline.ids import DEFAULT_WORKSPACE, is_workspace_id
+
+if TYPE_CHECKING:
+    from upath import UPath
 
 HOME_ENV = "RAG_PIPELINE_HOME"
 DEFAULT_HOME = Path("data")
 SETTINGS_FILE = "settings.json"
+PathT = TypeVar("PathT", bound="Path | UPath")
 DEFAULT_DENSE_MODEL = "local/all-MiniLM-L6-v2-int8"
 
 
@@ -82,6 +87,15 @@ class IndexingSettings(BaseModel):
         "to index) and reports what it did to Dagster the next time Dagster opens: a run, the "
         "sensor, `rag-pipeline ui`. 0: always a Dagster run. Only with Dagster's storage in "
         "the home (no dagster.postgres_url).",
+    )
+
+    stage_url: str | None = Field(
+        None,
+        description="Where the stage files (each asset's output, per document) and the "
+        "documents' pictures go when several workers share them: a folder every worker mounts, "
+        "or an object store URL (s3://bucket/prefix, gs://bucket/prefix: any fsspec protocol "
+        "whose package is installed). Unset: the home. Each workspace has a folder of its own "
+        "below it. Pictures stored before a change stay where they were: index again.",
     )
 
     def retry_delay(self, attempts: int) -> float:
@@ -517,6 +531,15 @@ class Settings(BaseSettings):
         return self.home if self.workspace == DEFAULT_WORKSPACE else installation_home(self.home)
 
     @property
+    def stage_root(self) -> UPath:
+        """Where the workspace's stage files and pictures live (``indexing.stage_url``)."""
+        from upath import UPath  # not on every command's path: it costs a tenth of a second
+
+        if self.indexing.stage_url is None:
+            return UPath(self.home)
+        return workspace_home(UPath(self.indexing.stage_url), self.workspace)
+
+    @property
     def upload_folder(self) -> Path:
         """Where the page puts uploaded files; watched once it exists."""
         return self.home / "uploads"
@@ -643,7 +666,7 @@ def resolve_home(home: str | Path | None = None) -> Path:
     return Path(chosen).expanduser().resolve()
 
 
-def workspace_home(root: Path, workspace: str) -> Path:
+def workspace_home(root: PathT, workspace: str) -> PathT:
     """The folder of a workspace of the installation at ``root``."""
     return root if workspace == DEFAULT_WORKSPACE else root / "workspaces" / workspace
 

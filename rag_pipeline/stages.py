@@ -1,24 +1,28 @@
-"""Each asset's per-document output, kept under ``<home>/stages/<asset>/`` between assets.
+"""Each asset's per-document output, kept under ``<stage root>/stages/<asset>/`` between assets.
 
-One file per document, replaced atomically, so any asset can run alone (from the Dagster UI) on
-what the previous one left, and a crashed run leaves nothing half-written. Each file records the
-document version it was made for; a later stage refuses a file made for another version. The
-files are Arrow IPC, written and read a batch of rows at a time: a document's elements and
-chunks never need to be in memory at once, however large the file (the parser workers write
-the parsed stage themselves, so a document's text never crosses a pipe either).
+The stage root is the home, or where ``indexing.stage_url`` says: a folder or an object store
+that several workers share (through fsspec). One file per document, replaced atomically, so any
+asset can run alone (from the Dagster UI) on what the previous one left, and a crashed run
+leaves nothing half-written. Each file records the document version it was made for; a later
+stage refuses a file made for another version. The files are Arrow IPC, written and read a
+batch of rows at a time: a document's elements and chunks never need to be in memory at once,
+however large the file (the parser workers write the parsed stage themselves, so a document's
+text never crosses a pipe either).
 """
 
 from __future__ import annotations
 
 import json
-import shutil
+import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import pyarrow as pa
+from upath import UPath
 
 from rag_pipeline import ids
 from rag_pipeline.batching import batched
@@ -41,6 +45,7 @@ _ELEMENT_SCHEMA = pa.schema(
     ]
 )
 _META_KEY = b"rag_pipeline"
+PICTURES_FOLDER = "images"
 _TABLE_SUFFIX = ".arrow"
 _ROWS_PER_BATCH = 2000
 
@@ -72,16 +77,16 @@ class StageMeta:
 
 
 class StageFiles:
-    def __init__(self, home: Path) -> None:
-        self.home = home
-        self.folder = home / "stages"
+    def __init__(self, root: UPath) -> None:
+        self.root = root
+        self.folder = root / "stages"
 
-    def pictures_folder(self, doc_id: str) -> Path:
+    def pictures_folder(self, doc_id: str) -> UPath:
         """Where a document's pictures are kept (PNG by content hash), for embedding and display.
 
         Outside ``stages/``: the chat page shows them as long as the document is indexed.
         """
-        return self.home / "images" / ids.storage_key(doc_id)
+        return self.root / PICTURES_FOLDER / ids.storage_key(doc_id)
 
     def _write_pictures(self, doc_id: str, parsed: ParsedDocument) -> list[dict[str, Any]]:
         folder = self.pictures_folder(doc_id)
@@ -89,9 +94,7 @@ class StageFiles:
         for picture in parsed.images:
             path = folder / f"{picture.sha256}.png"
             if not path.exists():
-                write_atomically(
-                    path, lambda temporary, data=picture.data: Path(temporary).write_bytes(data)
-                )
+                _write_whole(path, lambda sink, data=picture.data: sink.write(data))
             records.append(
                 {
                     "sha256": picture.sha256,
@@ -100,33 +103,30 @@ class StageFiles:
                     "height": picture.height,
                     "page": picture.page,
                     "bbox": list(picture.bbox) if picture.bbox else None,
-                    "file": path.relative_to(self.home).as_posix(),
+                    "file": path.relative_to(self.root).as_posix(),
                 }
             )
         return records
 
     def keep_pictures(self, doc_id: str, files: set[str]) -> None:
-        """Delete the document's picture files that ``files`` (relative to the home) omits."""
+        """Delete the document's picture files that ``files`` (relative to the root) omits."""
         folder = self.pictures_folder(doc_id)
         if folder.is_dir():
             for path in folder.iterdir():
-                if path.relative_to(self.home).as_posix() not in files:
-                    path.unlink(missing_ok=True)
+                if path.relative_to(self.root).as_posix() not in files:
+                    _remove(path)
 
-    def _path(self, stage: str, doc_id: str, suffix: str) -> Path:
+    def _path(self, stage: str, doc_id: str, suffix: str) -> UPath:
         return self.folder / stage / f"{ids.storage_key(doc_id)}{suffix}"
 
     def write_task(self, task: DocumentTask) -> None:
-        path = self._path("file_manifest", task.doc_id, ".json")
-        path.parent.mkdir(parents=True, exist_ok=True)
         payload = {
             "doc_id": task.doc_id,
             "action": task.action,
             "file": asdict(task.file) if task.file else None,
         }
-        temporary = path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(payload, ensure_ascii=False))
-        temporary.replace(path)
+        text = json.dumps(payload, ensure_ascii=False).encode()
+        _write_whole(self._path("file_manifest", task.doc_id, ".json"), lambda s: s.write(text))
 
     def read_task(self, doc_id: str) -> DocumentTask | None:
         path = self._path("file_manifest", doc_id, ".json")
@@ -186,7 +186,7 @@ class StageFiles:
         path = self._path("chunks", doc_id, _TABLE_SUFFIX)
         if not path.exists():
             return 0
-        with pa.OSFile(str(path)) as source:
+        with _open_input(path) as source:
             reader = pa.ipc.open_file(source)
             return sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
 
@@ -200,8 +200,13 @@ class StageFiles:
             ("parsed_pages", _TABLE_SUFFIX),
             ("chunks", _TABLE_SUFFIX),
         ):
-            self._path(stage, doc_id, suffix).unlink(missing_ok=True)
-        shutil.rmtree(self.pictures_folder(doc_id), ignore_errors=True)
+            _remove(self._path(stage, doc_id, suffix))
+        pictures = self.pictures_folder(doc_id)
+        if pictures.is_dir():
+            for path in pictures.iterdir():
+                _remove(path)
+            with suppress(OSError):
+                pictures.rmdir()
 
     def _write(
         self,
@@ -214,21 +219,21 @@ class StageFiles:
         schema = schema.with_metadata({_META_KEY: json.dumps(meta, ensure_ascii=False)})
         written = 0
 
-        def write(temporary: str) -> None:
+        def write(sink: pa.NativeFile) -> None:
             nonlocal written
-            with pa.OSFile(temporary, "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+            with pa.ipc.new_file(sink, schema) as writer:
                 for batch in batched(rows, _ROWS_PER_BATCH):
                     writer.write_batch(pa.RecordBatch.from_pylist(batch, schema=schema))
                     written += len(batch)
 
-        write_atomically(self._path(stage, doc_id, _TABLE_SUFFIX), write)
+        _write_whole(self._path(stage, doc_id, _TABLE_SUFFIX), write)
         return written
 
     def _meta(self, stage: str, doc_id: str) -> StageMeta | None:
         path = self._path(stage, doc_id, _TABLE_SUFFIX)
         if not path.exists():
             return None
-        with pa.OSFile(str(path)) as source:
+        with _open_input(path) as source:
             meta = json.loads(pa.ipc.open_file(source).schema.metadata[_META_KEY])
         return StageMeta(meta["version"], meta)
 
@@ -238,10 +243,45 @@ class StageFiles:
             return
         # Read (not mapped, which would keep the pages read resident) a batch at a time; a file
         # replaced meanwhile stays readable through the open handle.
-        with pa.OSFile(str(path)) as source:
+        with _open_input(path) as source:
             reader = pa.ipc.open_file(source)
             for index in range(reader.num_record_batches):
                 yield reader.get_batch(index).to_pylist()
+
+
+def _write_whole(path: UPath, write: Callable[[pa.NativeFile], object]) -> None:
+    """``write(sink)`` into a temporary file, then moved onto ``path`` in one step: a file
+    appears whole or not at all, on the local disk or through fsspec (where an object store's
+    move is a copy, which also appears whole)."""
+    if isinstance(path, Path):
+
+        def local(temporary: str) -> None:
+            with pa.OSFile(temporary, "wb") as sink:
+                write(sink)
+
+        write_atomically(path, local)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with temporary.open("wb") as file:
+            write(pa.PythonFile(file, mode="w"))
+        temporary.rename(path)
+    except BaseException:
+        _remove(temporary)
+        raise
+
+
+def _open_input(path: UPath) -> pa.NativeFile:
+    """A stage file to read: through the OS on a local disk, else through fsspec."""
+    if isinstance(path, Path):
+        return pa.OSFile(str(path))
+    return pa.PythonFile(path.open("rb"), mode="r")
+
+
+def _remove(path: UPath) -> None:
+    with suppress(FileNotFoundError):
+        path.unlink()
 
 
 def _element_row(element: Element) -> dict[str, Any]:
@@ -267,12 +307,12 @@ def element_from_row(row: dict[str, Any]) -> Element:
 
 
 def write_parsed_stage(
-    home: Path, redactor: Redactor | None, doc_id: str, parsed: ParsedDocument
+    root: UPath, redactor: Redactor | None, doc_id: str, parsed: ParsedDocument
 ) -> dict[str, Any]:
     """A parser worker's handler (``parsing.pool``): write the parsed stage file of ``doc_id``,
     for the version its task names, there in the worker, its sensitive values replaced first
     when ``redactor`` is given; return what it wrote (and how many values of each kind)."""
-    stages = StageFiles(home)
+    stages = StageFiles(root)
     task = stages.read_task(doc_id)
     if task is None or task.version is None:
         raise ParseError("not planned: materialize file_manifest first")

@@ -43,7 +43,7 @@ def _picture_corpus(folder: Path) -> Path:
     return folder
 
 
-def _image_home(root: Path, source: Path) -> Path:
+def _image_home(root: Path, source: Path, stored: dict[str, Any] | None = None) -> Path:
     pytest.importorskip("open_clip")  # the image extra, which .ci/run installs
     home = root / "home"
     home.mkdir(parents=True)
@@ -52,15 +52,18 @@ def _image_home(root: Path, source: Path) -> Path:
         "clip_pretrained": None,
         "caption_model": str(tiny_captioner(root / "blip")),
     }
-    (home / "settings.json").write_text(json.dumps({"images": images}))
+    (home / "settings.json").write_text(json.dumps({"images": images, **(stored or {})}))
     assert main(["index", "--home", str(home), "--source", str(source)]) == 0
     return home
 
 
 @pytest.fixture(scope="module")
 def pictures_indexed(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    """Indexed with the stage files and pictures in another folder, reached through fsspec (as
+    an object store would be), by the run and its parser processes; read there by the page."""
     root = tmp_path_factory.mktemp("pictures")
-    return load_settings(_image_home(root, _picture_corpus(root / "pictures")))
+    shared = {"indexing": {"stage_url": (root / "shared").as_uri()}}
+    return load_settings(_image_home(root, _picture_corpus(root / "pictures"), shared))
 
 
 def _picture_rows(settings: Settings, doc_id: str) -> list[dict[str, Any]]:
@@ -80,7 +83,10 @@ def test_every_picture_becomes_a_point_with_page_box_and_caption(
     ]
     assert all(row["text"] and row["phash"] for row in figures)  # captioned, hashed
     (heron,) = _picture_rows(pictures_indexed, "pictures/heron.png")
-    assert (pictures_indexed.home / heron["image_file"]).is_file()
+    assert (pictures_indexed.stage_root / heron["image_file"]).is_file()
+    assert pictures_indexed.stage_root.protocol == "file"  # fsspec's, not the OS path
+    assert not (pictures_indexed.home / "images").exists()
+    assert not (pictures_indexed.home / "stages").exists()
     assert _picture_rows(pictures_indexed, "pictures/scan.pdf") == []  # a scan is text
 
 
@@ -154,14 +160,16 @@ def test_the_chat_page_shows_found_pictures_and_searches_by_an_uploaded_image(
     assert similar["value"][0]["caption"] == "heron.png · p. 1"
 
 
+@pytest.mark.parametrize("stages", ["home", "fsspec"])
 def test_an_image_folder_is_indexed_changed_and_deleted_incrementally(
-    cli: Cli, tmp_path: Path
+    cli: Cli, tmp_path: Path, stages: str
 ) -> None:
     source = tmp_path / "photos"
     source.mkdir()
     for seed in (1, 2, 3):
         (source / f"{seed}.png").write_bytes(photo(seed))
-    home = _image_home(tmp_path, source)
+    shared = {"indexing": {"stage_url": (tmp_path / "shared").as_uri()}}
+    home = _image_home(tmp_path, source, shared if stages == "fsspec" else None)
     (source / "2.png").write_bytes(photo(20))  # changed
     (source / "3.png").rename(source / "three.png")  # renamed: nothing to embed
     (source / "1.png").unlink()  # deleted
@@ -173,7 +181,7 @@ def test_an_image_folder_is_indexed_changed_and_deleted_incrementally(
     assert (renamed["embedded"], renamed["cached"]) == (0, 1)
     assert set(_status(cli, home)) == {"photos/2.png", "photos/three.png"}
     assert point_count(home, "photos/1.png") == 0 and point_count(home) == 2
-    kept = {path.name for path in (home / "images").rglob("*.png")}
+    kept = {path.name for path in (load_settings(home).stage_root / "images").rglob("*.png")}
     assert len(kept) == 2  # the deleted and the replaced pictures' files are gone
 
 

@@ -6,6 +6,7 @@ query models, the reranker, the answer backend and the history database.
 
 from __future__ import annotations
 
+import io
 import logging
 import threading
 from collections.abc import Iterator
@@ -173,7 +174,8 @@ class Assistant:
         if not is_picture(candidate.payload):
             return None
         try:
-            with Image.open(picture_file(self.settings, candidate.payload)) as opened:
+            stored = picture_file(self.settings, candidate.payload).read_bytes()
+            with Image.open(io.BytesIO(stored)) as opened:
                 return opened.convert("RGB")
         except (PreviewError, OSError):  # re-indexed or deleted since it was found
             return None

@@ -13,14 +13,17 @@ import html
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
+
+from upath import UPath
 
 from rag_pipeline import ids
 from rag_pipeline.catalog import Catalog, DocumentRecord
 from rag_pipeline.config import Settings
 from rag_pipeline.parsing.lines import join_lines
 from rag_pipeline.redaction import MASK, Redactor
+from rag_pipeline.stages import PICTURES_FOLDER
 from rag_pipeline.store.schema import is_picture
 
 if TYPE_CHECKING:
@@ -93,11 +96,12 @@ def preview(settings: Settings, catalog: Catalog, chunk_id: str, *, dpi: int = 1
     return Preview(row["doc_id"], chunk_id, page, png, context)
 
 
-def picture_file(settings: Settings, row: dict[str, Any]) -> Path:
-    """The stored picture of a picture chunk (a catalog row), only from the home's images."""
-    folder = (settings.home / "images").resolve()
-    path = (settings.home / (row.get("image_file") or "")).resolve()
-    if not path.is_relative_to(folder) or not path.is_file():
+def picture_file(settings: Settings, row: dict[str, Any]) -> UPath:
+    """The stored picture of a picture chunk (a catalog row), only from the stored pictures."""
+    name = PurePosixPath(row.get("image_file") or "")
+    path = settings.stage_root / name.as_posix()
+    inside = name.parts[:1] == (PICTURES_FOLDER,) and ".." not in name.parts
+    if not inside or not path.is_file():
         raise PreviewError(f"the picture of {row['chunk_id']!r} is gone")
     return path
 

@@ -110,7 +110,7 @@ CHUNK_SCHEMA = pa.schema(
         # "text", or "image" for a picture (its text: the caption, if any)
         ("modality", pa.string()),
         ("image_sha256", pa.string()),  # the picture's content hash: its CLIP vector's key
-        ("image_file", pa.string()),  # the picture, relative to the home folder
+        ("image_file", pa.string()),  # the picture, relative to the stage root (the home)
         ("phash", pa.string()),
     ]
 )

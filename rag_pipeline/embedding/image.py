@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from upath import UPath
 
 from rag_pipeline.config import ImageSettings
 from rag_pipeline.embedding.cache import EmbeddingCache
@@ -161,19 +162,19 @@ class Captioner:
         return captions
 
 
-def _pictures(paths: Sequence[Path]) -> list[Image]:
+def _pictures(paths: Sequence[UPath]) -> list[Image]:
     from PIL import Image
 
     pictures = []
     for path in paths:
-        with Image.open(path) as picture:
+        with path.open("rb") as file, Image.open(file) as picture:
             pictures.append(picture.convert("RGB"))
     return pictures
 
 
 def ensure_picture_vectors(
     encoder: ClipEncoder,
-    pictures: Mapping[str, Path],
+    pictures: Mapping[str, UPath],
     cache: EmbeddingCache,
     progress: Callable[[int, int], None] | None = None,
 ) -> set[str]:
@@ -197,7 +198,7 @@ def ensure_picture_vectors(
 
 
 def ensure_captions(
-    captioner: Captioner, pictures: Mapping[str, Path], cache: EmbeddingCache
+    captioner: Captioner, pictures: Mapping[str, UPath], cache: EmbeddingCache
 ) -> dict[str, str]:
     """``sha256 → caption`` for every picture, captioning only those not cached."""
     known = cache.get_many(captioner.model_id, pictures)

@@ -17,8 +17,9 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import Any
+
+from upath import UPath
 
 from rag_pipeline.catalog import Catalog, CollectionRecord
 from rag_pipeline.chunking import (
@@ -93,7 +94,7 @@ class Indexer:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.catalog = Catalog(settings)
-        self.stages = StageFiles(settings.home)
+        self.stages = StageFiles(settings.stage_root)
 
     @cached_property
     def collection(self) -> CollectionRecord:
@@ -206,7 +207,7 @@ class Indexer:
             options=parse_options(self.settings),
             # The workers write the stage files: a document's text never crosses a pipe.
             handler=functools.partial(
-                write_parsed_stage, self.settings.home, Redactor.of(self.settings)
+                write_parsed_stage, self.stages.root, Redactor.of(self.settings)
             ),
         )
         progress = _progress("parsing", "documents")
@@ -305,7 +306,7 @@ class Indexer:
             return []
         captions: dict[str, str] = {}
         if images.caption_model:
-            files = {p["sha256"]: self.settings.home / p["file"] for p in pictures}
+            files = {p["sha256"]: self.stages.root / p["file"] for p in pictures}
             try:
                 captions = ensure_captions(self.captioner, files, self.cache)
             except Exception as error:
@@ -391,12 +392,12 @@ class Indexer:
             return {}
         tally = _EmbeddingTally(self.clip.model_id, "pictures")
         owners: list[tuple[str, str]] = []  # (doc id, image hash) of every picture
-        files: dict[str, Path] = {}
+        files: dict[str, UPath] = {}
         for doc_id, batch in self._chunk_batches(doc_ids):
             for row in batch:
                 if is_picture(row):
                     owners.append((doc_id, row["image_sha256"]))
-                    files[row["image_sha256"]] = self.settings.home / row["image_file"]
+                    files[row["image_sha256"]] = self.stages.root / row["image_file"]
         embedded = ensure_picture_vectors(
             self.clip, files, self.cache, _progress("image embeddings", "pictures")
         )

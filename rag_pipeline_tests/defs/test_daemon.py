@@ -197,12 +197,12 @@ def _notes(source: Path, count: int) -> set[str]:
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def dagster_storage(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> Iterator[str]:
     """Dagster's storage and the catalog: SQLite in the home, or, as several workers share
     them, a PostgreSQL database of the test's own, whose advisory locks then order the plans
-    and the runs (the role of RAG_PIPELINE_TEST_POSTGRES_URL needs CREATEDB, as .ci/run
-    grants)."""
+    and the runs, with the stage files in a folder of their own reached through fsspec (the
+    role of RAG_PIPELINE_TEST_POSTGRES_URL needs CREATEDB, as .ci/run grants)."""
     if request.param == "sqlite":
         yield "sqlite"
         return
@@ -217,6 +217,7 @@ def dagster_storage(
     url = POSTGRES_URL.rsplit("/", 1)[0] + f"/{name}"
     monkeypatch.setenv("RAG_PIPELINE_DAGSTER__POSTGRES_URL", url)
     monkeypatch.setenv("RAG_PIPELINE_CATALOG__URL", url)
+    monkeypatch.setenv("RAG_PIPELINE_INDEXING__STAGE_URL", (tmp_path / "shared").as_uri())
     try:
         yield "postgres"
     finally:
@@ -237,8 +238,9 @@ def test_index_parallel_queues_runs_of_run_documents_at_most_n_at_a_time_each_do
     assert all(record.dagster_run.status == DagsterRunStatus.SUCCESS for record in records)
     assert _most_at_once(records) <= 2
     assert not _store_writes_overlap(home, records)  # the vector_store pool's one slot
-    # The runs' locks: files in the home, or PostgreSQL's beside the shared catalog.
+    # The runs' locks and stage files: in the home, or PostgreSQL's and the shared folder's.
     assert (home / "run-locks").exists() == (dagster_storage == "sqlite")
+    assert (home / "stages").exists() == (dagster_storage == "sqlite")
     assert _materialized_once_each(home) == dict.fromkeys(sorted(documents), 1)
     assert {d for d, r in live_records(home).items() if r.state == "indexed"} == documents
     assert inconsistencies(home) == []  # points per document = its chunks, none left over
