@@ -123,8 +123,9 @@ def rank_every_method(
     ``FRESHNESS_DAYS``); ``hybrid <fusion> - page context`` for the configured fusion without
     ``retrieval.page_weight`` (when it is set); ``hybrid <fusion> - query length`` for it with
     keywords at full weight whatever the question's length (when ``retrieval.sparse_query_terms``
-    is set); ``hybrid <fusion> + rerank`` (freshness as
-    configured) when a reranker is configured. A blank query retrieves nothing (it scores zero).
+    is set); ``hybrid <fusion> - named year`` for it without ``retrieval.named_year_weight``
+    (when it is set); ``hybrid <fusion> + rerank`` (freshness as configured) when a reranker is
+    configured. A blank query retrieves nothing (it scores zero).
     """
     config = retriever.settings.retrieval
     sparse_name = sparse_method(retriever)
@@ -163,6 +164,7 @@ def rank_every_method(
             "query length": (
                 {"sparse_query_terms": None} if config.sparse_query_terms is not None else None
             ),
+            "named year": {"named_year_weight": 0.0} if config.named_year_weight else None,
         }
         for feature, without in ablations.items():
             if without is not None:

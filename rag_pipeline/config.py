@@ -356,6 +356,14 @@ class RetrievalSettings(BaseModel):
     freshness_weight: float = Field(
         0.1, ge=0, description="What a document dated today adds to a passage's score."
     )
+    named_year_weight: float = Field(
+        0.5,
+        ge=0,
+        description='A question that names a year ("in FY2022", "2022 Q2") prefers the '
+        "documents of that year: a passage gains this weight when its document's file name "
+        "names one of the question's years (a filing's period: PEPSICO_2022_10K.pdf). 0: off "
+        "(see bench/README.md).",
+    )
     rerank_candidates: int = Field(50, ge=1, description="Fused candidates the reranker sees.")
     top_k: int = Field(8, ge=1, description="Passages an answer is built from.")
     min_score: float | None = Field(

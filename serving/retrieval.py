@@ -63,16 +63,17 @@ class Candidate:
     page_score: float | None = None  # page_weight × the fused scores of its page's others
     rerank_score: float | None = None
     freshness_score: float | None = None  # weight × 0.5^(age / half-life), when configured
+    named_year_score: float | None = None  # weight when its document is of a year the query names
 
     @property
     def score(self) -> float:
         """The score that orders the final passages: the reranker's, else the fused one with
-        its page's context, plus the freshness score."""
+        its page's context, plus the freshness and named year scores."""
         if self.rerank_score is not None:
             base = self.rerank_score
         else:
             base = self.fused_score + (self.page_score or 0.0)
-        return base + (self.freshness_score or 0.0)
+        return base + (self.freshness_score or 0.0) + (self.named_year_score or 0.0)
 
     @property
     def text(self) -> str:
@@ -417,6 +418,8 @@ class Retriever:
             candidates = _freshened(
                 candidates, config.freshness_half_life_days, config.freshness_weight, reranked=depth
             )
+        if config.named_year_weight and (years := _years_in(query)):
+            candidates = _of_named_years(candidates, years, config.named_year_weight, depth)
         passages = [
             candidate
             for candidate in candidates[:keep]
@@ -462,13 +465,19 @@ def _page_of(candidate: Candidate) -> tuple[str, int] | None:
 _YEAR = re.compile(r"(?<!\d)(19[5-9]\d|20\d\d)(?!\d)")
 
 
+def _years_in(*texts: str) -> set[int]:
+    return {int(year) for text in texts for year in _YEAR.findall(text)}
+
+
+def _file_name(payload: dict[str, Any]) -> str:
+    return Path(payload.get("file_path") or "").name
+
+
 def document_date(payload: dict[str, Any]) -> float | None:
     """When a passage's document is dated, in seconds since the epoch: the end of the latest
     year its title or file name names (a report's period), else its file's modification
     time."""
-    named = [payload.get("title") or "", Path(payload.get("file_path") or "").name]
-    years = [int(year) for text in named for year in _YEAR.findall(text)]
-    if years:
+    if years := _years_in(payload.get("title") or "", _file_name(payload)):
         return datetime(max(years), 12, 31, tzinfo=UTC).timestamp()
     return payload.get("mtime")
 
@@ -476,14 +485,32 @@ def document_date(payload: dict[str, Any]) -> float | None:
 def _freshened(
     candidates: list[Candidate], half_life_days: float, weight: float, *, reranked: int
 ) -> list[Candidate]:
-    """The candidates with their freshness scores, each part (the reranked first ``reranked``,
-    then the rest, whose scores are on another scale) ordered again."""
+    """The candidates with their freshness scores, ordered again (see :func:`_reordered`)."""
     now = time.time()
     for candidate in candidates:
         dated = document_date(candidate.payload)
         age_days = max(now - dated, 0.0) / 86_400 if dated is not None else None
         decay = 0.5 ** (age_days / half_life_days) if age_days is not None else 0.0
         candidate.freshness_score = weight * decay
+    return _reordered(candidates, reranked)
+
+
+def _of_named_years(
+    candidates: list[Candidate], years: set[int], weight: float, reranked: int
+) -> list[Candidate]:
+    """The candidates with their named year scores, ordered again: ``weight`` for those whose
+    document's file name names one of ``years``, the years the query names. The file name, not
+    the title: a file is named by its period (``PEPSICO_2022_10K.pdf``), a title often by its
+    topic (an article on the 2008 Olympics)."""
+    for candidate in candidates:
+        named = _years_in(_file_name(candidate.payload))
+        candidate.named_year_score = weight if years & named else 0.0
+    return _reordered(candidates, reranked)
+
+
+def _reordered(candidates: list[Candidate], reranked: int) -> list[Candidate]:
+    """Each part (the reranked first ``reranked``, then the rest, whose scores are on another
+    scale) ordered again by score."""
 
     def ordered(part: list[Candidate]) -> list[Candidate]:
         return sorted(part, key=lambda candidate: -candidate.score)

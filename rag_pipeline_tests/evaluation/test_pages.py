@@ -126,6 +126,7 @@ METHODS = {
     "hybrid dbsf + freshness",
     "hybrid dbsf - page context",
     "hybrid dbsf - query length",
+    "hybrid dbsf - named year",
 }
 BASELINES = {"pages dense", "pages hybrid"}
 

@@ -151,6 +151,38 @@ def test_freshness_is_off_by_default_and_when_on_favours_the_more_recent_report(
     assert ranked[0].score == pytest.approx(ranked[0].fused_score + scores["undated"])
 
 
+def test_a_question_naming_a_year_prefers_the_documents_whose_file_name_names_it(
+    tmp_path: Path,
+) -> None:
+    def document(point_id: str, score: float, file_name: str, title: str = "") -> Hit:
+        payload = {"text": point_id, "file_path": f"/docs/{file_name}", "title": title}
+        return Hit(point_id, score, payload)
+
+    nearest = NearestHits(
+        dense=[
+            document("fy2021", 0.81, "ACME_2021_10K.pdf"),
+            document("fy2022", 0.80, "ACME_2022_10K.pdf"),
+            # A year in a title is a topic, not the document's period.
+            document("olympics", 0.79, "winter-games.md", title="The 2022 Winter Olympics"),
+        ],
+        sparse=[],
+    )
+    retriever = Retriever(load_settings(tmp_path, retrieval={"fusion": "rrf"}), store=None)  # type: ignore[arg-type]
+    ranked, _ = retriever.rank("ACME capital expenditure in FY2022", nearest, keep=3)
+    assert [c.point_id for c in ranked] == ["fy2022", "fy2021", "olympics"]
+    assert [c.named_year_score for c in ranked] == [0.5, 0.0, 0.0]
+    assert ranked[0].score == pytest.approx(ranked[0].fused_score + 0.5)
+    unnamed, _ = retriever.rank("ACME capital expenditure", nearest, keep=3)
+    assert [c.point_id for c in unnamed] == ["fy2021", "fy2022", "olympics"]
+    assert all(c.named_year_score is None for c in unnamed)
+    off = Retriever(
+        load_settings(tmp_path, retrieval={"fusion": "rrf", "named_year_weight": 0}),
+        store=None,  # type: ignore[arg-type]
+    )
+    ranked, _ = off.rank("ACME capital expenditure in FY2022", nearest, keep=3)
+    assert [c.point_id for c in ranked] == ["fy2021", "fy2022", "olympics"]
+
+
 def test_a_page_that_several_passages_match_rises_above_a_page_matched_once(
     tmp_path: Path,
 ) -> None:
