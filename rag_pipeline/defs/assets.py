@@ -227,17 +227,16 @@ def qdrant_points(
     doc_ids = indexing.documents(context.partition_keys)
     try:
         yield record_per_partition(context, members, write_points(indexer, doc_ids))
-        keys = {doc_id: key for key, in_partition in members.items() for doc_id in in_partition}
         for name, outcome in run_checks(indexer, doc_ids).items():
-            yield from _check_events(name, outcome, keys)
+            yield from _check_events(name, outcome, members)
     finally:
         indexer.close_store()  # the next run's write may start as this step ends
 
 
 def _check_events(
-    name: str, outcome: CheckOutcome, keys: dict[str, str]
+    name: str, outcome: CheckOutcome, members: Mapping[str, list[str]]
 ) -> Iterator[AssetCheckResult | AssetCheckEvaluation]:
-    yield from failed_document_evaluations(name, outcome, keys)
+    yield from failed_document_evaluations(name, outcome, members)
     yield AssetCheckResult(
         check_name=name,
         passed=outcome.passed,
@@ -247,11 +246,12 @@ def _check_events(
 
 
 def failed_document_evaluations(
-    name: str, outcome: CheckOutcome, keys: Mapping[str, str]
+    name: str, outcome: CheckOutcome, members: Mapping[str, list[str]]
 ) -> Iterator[AssetCheckEvaluation]:
-    """An evaluation per failing document of ``keys`` (doc id → partition key, which the
-    documents of a bucket share): each is an event of its own, so the passing documents are
-    summed up in the batch's result instead."""
+    """An evaluation per failing document of ``members`` (partition key → its documents: one,
+    or a bucket's): each is an event of its own, so the passing documents are summed up in the
+    batch's result instead."""
+    keys = {doc_id: key for key, doc_ids in members.items() for doc_id in doc_ids}
     for doc_id, problem in outcome.failures.items():
         if doc_id in keys:
             yield AssetCheckEvaluation(

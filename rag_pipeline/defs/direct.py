@@ -78,7 +78,6 @@ def _report(instance: DagsterInstance, settings: Settings, run: DirectRun) -> No
         [doc_id for doc_id in run.documents if doc_id not in deleted],
         settings.dagster.document_buckets,
     )
-    keys = {doc_id: key for key, doc_ids in members.items() for doc_id in doc_ids}
     run_metadata = {RUN_METADATA: run.run_id, TRIGGER_METADATA: run.trigger}
     existing = set(instance.get_dynamic_partitions(DOCUMENTS))
     instance.add_dynamic_partitions(DOCUMENTS, [key for key in members if key not in existing])
@@ -93,7 +92,7 @@ def _report(instance: DagsterInstance, settings: Settings, run: DirectRun) -> No
                 )
             )
     for name, outcome in run.checks.items():
-        for evaluation in failed_document_evaluations(name, outcome, keys):
+        for evaluation in failed_document_evaluations(name, outcome, members):
             instance.report_runless_asset_event(evaluation)
         instance.report_runless_asset_event(
             AssetCheckEvaluation(
