@@ -98,6 +98,15 @@ class IndexingSettings(BaseModel):
         "below it. Pictures stored before a change stay where they were: index again.",
     )
 
+    @field_validator("stage_url")
+    @classmethod
+    def _absolute_stage_folder(cls, url: str | None) -> str | None:
+        """A folder is made absolute here: every process (runs, parser workers) starts in a
+        folder of its own."""
+        if url is None or "://" in url:
+            return url
+        return str(Path(url).expanduser().resolve())
+
     def retry_delay(self, attempts: int) -> float:
         """Seconds until a document that failed ``attempts`` times in a row is tried again."""
         return min(self.retry_seconds * 2.0 ** max(attempts - 1, 0), self.retry_max_seconds)

@@ -226,8 +226,7 @@ class DatabaseLocks:
         connection = psycopg2.connect(self.url)
         connection.autocommit = True
         with connection.cursor() as cursor:
-            for statement in _KEEPALIVES:
-                cursor.execute(statement)
+            cursor.execute("; ".join(_KEEPALIVES))
             if self.url not in _prepared:
                 cursor.execute("BEGIN")
                 cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_CREATION_KEY,))
