@@ -27,7 +27,6 @@ from pydantic_settings import (
     PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
-from upath import UPath
 
 from rag_pipeline.ids import DEFAULT_WORKSPACE, is_workspace_id
 
@@ -101,11 +100,17 @@ class IndexingSettings(BaseModel):
     @field_validator("stage_url")
     @classmethod
     def _absolute_stage_folder(cls, url: str | None) -> str | None:
-        """A folder is made absolute here: every process (runs, parser workers) starts in a
-        folder of its own."""
+        """A folder must be absolute: the processes that read it (runs, parser workers, the
+        chat page) each start in a folder of their own."""
         if url is None or "://" in url:
             return url
-        return str(Path(url).expanduser().resolve())
+        folder = Path(url).expanduser()
+        if not folder.is_absolute():
+            raise ValueError(
+                f"indexing.stage_url {url!r}: a folder must be absolute (or a URL such as "
+                "s3://bucket/prefix)"
+            )
+        return str(folder)
 
     def retry_delay(self, attempts: int) -> float:
         """Seconds until a document that failed ``attempts`` times in a row is tried again."""
@@ -370,14 +375,16 @@ class RetrievalSettings(BaseModel):
         ge=0,
         description='A question that names a year ("in FY2022", "2022 Q2") prefers the '
         "documents of that year: a passage gains this weight when its document's file name "
-        "names one of the question's years (a filing's period: PEPSICO_2022_10K.pdf). 0: off "
-        "(see bench/README.md).",
+        "names one of the question's years (a filing's period: PEPSICO_2022_10K.pdf), on the "
+        "fused scores' scale (DBSF, min-max; RRF's are a hundredth of it: lower it there). 0: "
+        "off (see bench/README.md).",
     )
     rerank_candidates: int = Field(50, ge=1, description="Fused candidates the reranker sees.")
     top_k: int = Field(8, ge=1, description="Passages an answer is built from.")
     min_score: float | None = Field(
         None,
-        description="Passages scoring below this (rerank score, else fused score) are dropped.",
+        description="Passages scoring below this (rerank score, else fused score; with the "
+        "page, freshness and named year scores added) are dropped.",
     )
 
 

@@ -80,8 +80,14 @@ class LockPlace(Protocol):
         """Drop what the lock's holders recorded."""
 
 
-def _retry(attempt: Callable[[], bool], timeout_seconds: float, waiting: str | None) -> bool:
-    """Call ``attempt`` until it succeeds or ``timeout_seconds`` have passed."""
+def _retry(
+    attempt: Callable[[], bool],
+    timeout_seconds: float,
+    waiting: str | None,
+    interval_seconds: float = 0.05,
+) -> bool:
+    """Call ``attempt`` every ``interval_seconds`` until it succeeds or ``timeout_seconds`` have
+    passed."""
     deadline = time.monotonic() + timeout_seconds
     announced = False
     while not attempt():
@@ -90,7 +96,7 @@ def _retry(attempt: Callable[[], bool], timeout_seconds: float, waiting: str | N
         if waiting and not announced:
             logger.warning(waiting)
             announced = True
-        time.sleep(0.05)
+        time.sleep(interval_seconds)
     return True
 
 
@@ -209,14 +215,19 @@ _prepared: set[str] = set()  # the databases whose holders' table this process h
 @dataclass(frozen=True, slots=True)
 class DatabaseLocks:
     """Session-level advisory locks in the PostgreSQL database at ``url``, one key per lock name
-    within ``place`` (the workspace's collection prefix: unique per workspace and installation);
-    holders record themselves in a table of the connection's own schema."""
+    within ``place`` (the workspace's collection prefix) and the connection's schema (the
+    catalog's: installations may share a database in schemas of their own); holders record
+    themselves in a table of that schema. A lock is as good as its connection: one PostgreSQL
+    ends (a restart, a pooler in transaction mode, an idle-session timeout) lets go of it."""
 
     url: str
     place: str
 
-    def key(self, name: str) -> tuple[int, int]:
-        digest = hashlib.sha256(f"{self.place}\0{name}".encode()).digest()
+    def key(self, cursor: Any, name: str) -> tuple[int, int]:
+        """The lock's two keys, in the schema ``cursor``'s connection works in."""
+        cursor.execute("SELECT current_schema()")
+        (schema,) = cursor.fetchone()
+        digest = hashlib.sha256(f"{schema}\0{self.place}\0{name}".encode()).digest()
         return int.from_bytes(digest[:4], signed=True), int.from_bytes(digest[4:8], signed=True)
 
     def connect(self) -> Any:
@@ -224,34 +235,43 @@ class DatabaseLocks:
         import psycopg2
 
         connection = psycopg2.connect(self.url)
-        connection.autocommit = True
-        with connection.cursor() as cursor:
-            cursor.execute("; ".join(_KEEPALIVES))
-            if self.url not in _prepared:
-                cursor.execute("BEGIN")
-                cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_CREATION_KEY,))
-                cursor.execute(_CREATE_HOLDERS)
-                cursor.execute("COMMIT")
-                _prepared.add(self.url)
+        try:
+            connection.autocommit = True
+            with connection.cursor() as cursor:
+                cursor.execute("; ".join(_KEEPALIVES))
+                if self.url not in _prepared:
+                    cursor.execute("BEGIN")
+                    cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_CREATION_KEY,))
+                    cursor.execute(_CREATE_HOLDERS)
+                    cursor.execute("COMMIT")
+                    _prepared.add(self.url)
+        except BaseException:
+            connection.close()
+            raise
         return connection
 
-    def _rows(self, sql: str, parameters: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    def _rows(
+        self, sql: str, parameters: tuple[Any, ...], *, name: str | None = None
+    ) -> list[tuple[Any, ...]]:
+        """The rows of ``sql``; with ``name``, the lock's keys come first in its parameters."""
         with closing(self.connect()) as connection, connection.cursor() as cursor:
-            cursor.execute(sql, parameters)
+            keys = self.key(cursor, name) if name is not None else ()
+            cursor.execute(sql, (*keys, *parameters))
             return cursor.fetchall() if cursor.description else []
 
     def lock(self, name: str) -> AdvisoryLock:
         return AdvisoryLock(self, name)
 
     def is_locked(self, name: str) -> bool:
-        first, second = self.key(name)
         # pg_locks shows a two-key lock's keys as unsigned oids.
         return bool(
             self._rows(
                 "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 "
                 "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-                "AND classid::bigint = %s AND objid::bigint = %s",
-                (first & 0xFFFFFFFF, second & 0xFFFFFFFF),
+                "AND classid::bigint = (%s::bigint & 4294967295) "
+                "AND objid::bigint = (%s::bigint & 4294967295)",
+                (),
+                name=name,
             )
         )
 
@@ -291,13 +311,21 @@ class AdvisoryLock:
     ) -> bool:
         connection = self.place.connect()
         function = "pg_try_advisory_lock_shared" if shared else "pg_try_advisory_lock"
-
-        def attempt() -> bool:
+        try:
             with connection.cursor() as cursor:
-                cursor.execute(f"SELECT {function}(%s, %s)", self.place.key(self.name))
-                return bool(cursor.fetchone()[0])
+                keys = self.place.key(cursor, self.name)
 
-        if not _retry(attempt, timeout_seconds, waiting):
+            def attempt() -> bool:
+                with connection.cursor() as cursor:
+                    cursor.execute(f"SELECT {function}(%s, %s)", keys)
+                    return bool(cursor.fetchone()[0])
+
+            # Not as often as a file lock: each try is a round trip to the database.
+            taken = _retry(attempt, timeout_seconds, waiting, interval_seconds=0.25)
+        except BaseException:
+            connection.close()
+            raise
+        if not taken:
             connection.close()
             return False
         self._connection = connection
@@ -377,9 +405,9 @@ def run_lock(
     own = place.lock(_RUN + run_id)
     if not own.acquire(_PROBE_SECONDS):  # a probe (is_locked) may hold it for an instant
         raise LockTimeout(f"run {run_id} is already running")
-    own.describe_holder(_holder())
     shared = None
     try:
+        own.describe_holder(_holder())
         with _guard:
             planning = (place, threading.get_ident()) in _held
         if not planning:

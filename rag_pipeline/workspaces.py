@@ -133,6 +133,10 @@ def delete_workspace(workspace: Workspace, *, wait_seconds: float = 60.0) -> Non
         # Moved aside first: a deletion cut short leaves no half workspace in the list.
         doomed = _aside(settings.home, "deleted")
         settings.home.rename(doomed)
+        if settings.indexing.stage_url:  # its stage files and pictures, outside its home
+            stages = settings.stage_root
+            if stages.exists():
+                stages.fs.rm(stages.path, recursive=True)
     shutil.rmtree(doomed)
     for leftover in settings.home.parent.glob(".deleted-*"):  # deletions cut short
         shutil.rmtree(leftover, ignore_errors=True)

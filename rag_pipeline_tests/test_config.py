@@ -33,11 +33,12 @@ def test_home_comes_from_the_environment(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def test_stage_files_live_in_the_home_unless_a_folder_or_url_is_given_per_workspace(
-    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    home: Path, tmp_path: Path
 ) -> None:
     assert load_settings(home).stage_root == home.resolve()
-    monkeypatch.chdir(tmp_path)
-    relative = load_settings(home, indexing={"stage_url": "shared"})
-    assert relative.stage_root == tmp_path.resolve() / "shared"  # fixed where it was given
+    with pytest.raises(ValueError, match="must be absolute"):  # each process starts elsewhere
+        load_settings(home, indexing={"stage_url": "shared"})
+    folder = load_settings(home, indexing={"stage_url": str(tmp_path / "shared")})
+    assert folder.stage_root == tmp_path / "shared"
     workspace = load_settings(home, "acme-1a2b3c", indexing={"stage_url": "s3://bucket/stages"})
     assert str(workspace.stage_root) == "s3://bucket/stages/workspaces/acme-1a2b3c"

@@ -1,5 +1,6 @@
-"""Stage files on the local disk and on an fsspec file system with no rename (as object stores
-are): the same round trip, and a write cut short leaves the previous file whole."""
+"""Stage files on the local disk and on an fsspec file system (its in-memory one, whose move is
+a copy and a delete, as an object store's): the same round trip, and a write cut short leaves
+the previous file whole."""
 
 from __future__ import annotations
 

@@ -94,6 +94,7 @@ def test_each_workspace_finds_only_its_own_documents_and_delete_removes_only_its
 ) -> None:
     if backend == "server":  # qdrant-client's local mode: the server path, one shared store
         monkeypatch.setenv("RAG_PIPELINE_STORE__CLIENT_PATH", str(tmp_path / "qdrant-server"))
+        monkeypatch.setenv("RAG_PIPELINE_INDEXING__STAGE_URL", str(tmp_path / "shared-stages"))
     _write(source, "zebra.md", "The zebrafish protocol of the default team.")
     assert cli("index", "--home", home, "--source", source).code == 0
     assert cli("workspace", "create", "Client B", "--home", home).code == 0
@@ -120,6 +121,8 @@ def test_each_workspace_finds_only_its_own_documents_and_delete_removes_only_its
     assert cli("workspace", "delete", "Client B", "--home", home, "--yes").code == 0
     assert _indexed(default) == before
     assert not client_b.home.exists()
+    assert not client_b.settings.stage_root.exists()  # its stage files too, wherever they are
+    assert (default.stage_root / "stages").exists()
     if backend == "server":
         store = open_vector_store(client_b.settings, collection.name)
         try:

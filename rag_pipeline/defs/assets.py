@@ -251,6 +251,8 @@ def failed_document_evaluations(
     """An evaluation per failing document of ``members`` (partition key → its documents: one,
     or a bucket's): each is an event of its own, so the passing documents are summed up in the
     batch's result instead."""
+    if not outcome.failures:
+        return
     keys = {doc_id: key for key, doc_ids in members.items() for doc_id in doc_ids}
     for doc_id, problem in outcome.failures.items():
         if doc_id in keys:

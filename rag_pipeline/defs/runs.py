@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ from rag_pipeline.manifest import ManifestDiff
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance
+
+logger = logging.getLogger(__name__)
 
 # In-process: one process per run, the steps sharing the loaded models.
 index_documents_job = define_asset_job(
@@ -165,10 +168,16 @@ def fail_abandoned_runs(instance: DagsterInstance, settings: Settings) -> list[s
         RunsFilter(job_name=index_documents_job.name, statuses=[DagsterRunStatus.STARTED])
     ):
         workspace = workspace_of_run(record.dagster_run.tags)
-        place = lock_place(
-            settings if workspace == settings.workspace else load_settings(settings.root, workspace)
-        )
         run_id = record.dagster_run.run_id
+        try:
+            place = lock_place(
+                settings
+                if workspace == settings.workspace
+                else load_settings(settings.root, workspace)
+            )
+        except ValueError as error:  # a tag no plan of ours wrote
+            logger.warning("run %s names no workspace of ours (%s): left alone", run_id, error)
+            continue
         started_runs.setdefault(place, set()).add(run_id)
         lock = run_lock_state(place, run_id)
         if lock is not None and lock.holding:

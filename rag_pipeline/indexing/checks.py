@@ -22,8 +22,8 @@ from rag_pipeline.indexing.run import Indexer, Metadata
 from rag_pipeline.store import (
     VectorStore,
     embedded_files_state,
-    embedded_path,
     open_vector_store,
+    passed_verification_record,
 )
 
 
@@ -139,7 +139,7 @@ def verify_collections(settings: Settings, catalog: Catalog) -> None:
     for collection in catalog.collections():
         if collection.state == "retired":
             continue
-        passed = embedded_path(settings, collection.name).with_name(f".{collection.name}.passed")
+        passed = passed_verification_record(settings, collection.name)
         seen = _seen(settings, catalog, collection.name)
         if seen is not None and passed.is_file() and passed.read_text() == seen:
             continue

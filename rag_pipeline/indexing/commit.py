@@ -48,7 +48,7 @@ class _Written:
     """A document whose new points are in the store, waiting for its catalog commit."""
 
     record: DocumentRecord
-    pictures: set[str]  # its picture files, relative to the home folder
+    pictures: set[str]  # its picture files, relative to the stage root
 
 
 def write_points(indexer: Indexer, doc_ids: Iterable[str]) -> dict[str, Metadata]:
@@ -222,7 +222,7 @@ def repair_pending(
     """Finish what interrupted runs left: in every collection, delete the points of marked
     documents' versions that are not live. Returns how many documents were repaired.
 
-    All marked documents only while no run writes (a planner holding the home's indexing lock
+    All marked documents only while no run writes (a planner holding the workspace's indexing lock
     alone); a run repairs its own ``documents``, which no other run handles.
     """
     repaired = 0

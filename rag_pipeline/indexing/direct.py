@@ -105,7 +105,7 @@ def index_directly(
 ) -> DirectRun:
     """Index ``doc_ids`` as a Dagster run of them would, in this process, and keep the record.
 
-    Call it holding the home's indexing lock, as a run's planner does.
+    Call it holding the workspace's indexing lock, as a run's planner does.
     """
     indexer = Indexer(settings)
     try:

@@ -53,7 +53,7 @@ def index_once(
     trigger: str = "cli",
     parallel: int | None = None,
 ) -> IndexOutcome:
-    """Index what changed, holding the home's indexing lock throughout; or, with ``parallel``,
+    """Index what changed, holding the workspace's indexing lock throughout; or, with ``parallel``,
     while planning: the runs go to Dagster's queue, ``parallel`` at a time."""
     started = time.perf_counter()
     queued: list[str] = []
@@ -73,7 +73,7 @@ def index_once(
     if queued:
         succeeded = _wait(settings, queued, diff)
     failed: dict[str, str] = {}
-    if diff.to_process:  # an unchanged pass reads the documents once, not twice
+    if diff.new or diff.changed:  # a pass that indexed nothing reads the documents once
         with Catalog(settings) as catalog:
             records = catalog.documents(target_collection(settings, catalog).name)
         failed = {
@@ -87,7 +87,7 @@ def index_once(
 def find_work(settings: Settings, catalog: Catalog, *, retry_failed: bool = False) -> ManifestDiff:
     """Mend what interrupted runs and damaged stores left, then find what changed.
 
-    Call it holding the home's indexing lock: repairs must not meet a run's writes.
+    Call it holding the workspace's indexing lock: repairs must not meet a run's writes.
     """
     target = target_collection(settings, catalog)
     repair_pending(settings, catalog)

@@ -105,6 +105,11 @@ def embedded_path(settings: Settings, collection: str) -> Path:
     return settings.home / "qdrant" / collection
 
 
+def passed_verification_record(settings: Settings, collection: str) -> Path:
+    """Where the state of an embedded collection that last passed verification is kept."""
+    return embedded_path(settings, collection).with_name(f".{collection}.passed")
+
+
 def embedded_files_state(settings: Settings, collection: str) -> str | None:
     """A hash of the names, sizes and times of the embedded collection's files: the same while
     nothing writes them. None for a server, whose files are out of sight."""
@@ -127,3 +132,4 @@ def drop_collection(settings: Settings, collection: str) -> None:
         store.drop()
     finally:
         store.close()
+    passed_verification_record(settings, collection).unlink(missing_ok=True)
