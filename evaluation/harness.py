@@ -124,8 +124,11 @@ def rank_every_method(
     ``retrieval.page_weight`` (when it is set); ``hybrid <fusion> - query length`` for it with
     keywords at full weight whatever the question's length (when ``retrieval.sparse_query_terms``
     is set); ``hybrid <fusion> - named year`` for it without ``retrieval.named_year_weight``
-    (when it is set); ``hybrid <fusion> + rerank`` (freshness as configured) when a reranker is
-    configured. A blank query retrieves nothing (it scores zero).
+    (when it is set); ``hybrid <fusion> - identifiers`` for it without
+    ``retrieval.identifier_documents`` (when it is set); ``hybrid <fusion> - page diversity``
+    for it without ``retrieval.page_passages`` (when it is set); ``hybrid <fusion> + rerank``
+    (freshness as configured) when a reranker is configured. A blank query retrieves nothing
+    (it scores zero).
     """
     config = retriever.settings.retrieval
     sparse_name = sparse_method(retriever)
@@ -165,6 +168,10 @@ def rank_every_method(
                 {"sparse_query_terms": None} if config.sparse_query_terms is not None else None
             ),
             "named year": {"named_year_weight": 0.0} if config.named_year_weight else None,
+            "identifiers": ({"identifier_documents": 0} if config.identifier_documents else None),
+            "page diversity": (
+                {"page_passages": None} if config.page_passages is not None else None
+            ),
         }
         for feature, without in ablations.items():
             if without is not None:

@@ -15,6 +15,12 @@ Page-level evidence (``evaluation.pages``) ranks pages, each a (document, page) 
 - page-hit@k: 1 when one of the query's evidence pages is among the first k units, else 0;
 - doc-hit@k: 1 when a page of an evidence document is among the first k units;
 - MRR@k as above, over pages: 1 / rank of the first evidence page.
+
+What an answer is built from is passages, in the retrieval's order, each on one or more pages:
+
+- passage-hit@k: 1 when one of the query's evidence pages is among the pages of the first k
+  passages (a passage counting for every page its boxes lie on), else 0. Five passages of one
+  page count as one page, as the answerer reads them.
 """
 
 from __future__ import annotations
@@ -25,7 +31,9 @@ from typing import TypeVar
 
 Qrels = Mapping[str, Mapping[str, int]]  # query id → document id → graded relevance
 PageUnit = tuple[str, int]  # (document name, 1-based page number)
+Passage = tuple[PageUnit, ...]  # the pages one passage lies on
 Unit = TypeVar("Unit", bound=Hashable)
+PASSAGE_METRICS = ("passage-hit@1", "passage-hit@5", "passage-hit@10")
 PAGE_METRICS = ("page-hit@1", "page-hit@5", "page-hit@10", "doc-hit@5", "mrr@10")
 
 
@@ -97,3 +105,28 @@ def evaluate_pages(
         totals["mrr@10"] += mrr_at(ranking, dict.fromkeys(pages, 1), 10)
     count = max(len(judged), 1)
     return {name: value / count for name, value in totals.items()} | {"queries": len(judged)}
+
+
+def pages_of(passages: Sequence[Passage]) -> list[PageUnit]:
+    """The pages of ``passages`` in the order of their first passage, each once."""
+    return list(dict.fromkeys(page for passage in passages for page in passage))
+
+
+def evaluate_passages(
+    rankings: Mapping[str, Sequence[Passage]], evidence: Mapping[str, Collection[PageUnit]]
+) -> dict[str, float]:
+    """Mean passage-hit@1/5/10 and the page metrics (pages ranked by their first passage) over
+    the queries with evidence. A query with evidence and no passage counts as zero."""
+    judged = [query for query, pages in evidence.items() if pages]
+    totals = dict.fromkeys(PASSAGE_METRICS, 0.0)
+    for query in judged:
+        passages, pages = rankings.get(query, []), evidence[query]
+        for k in (1, 5, 10):
+            totals[f"passage-hit@{k}"] += float(
+                any(page in pages for page in pages_of(passages[:k]))
+            )
+    count = max(len(judged), 1)
+    by_page = evaluate_pages(
+        {query: pages_of(passages) for query, passages in rankings.items()}, evidence
+    )
+    return {name: value / count for name, value in totals.items()} | by_page

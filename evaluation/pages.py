@@ -10,24 +10,32 @@ evaluation re-indexes nothing). Each question then runs through the chat page's 
 every method (``harness.rank_every_method``: dense, bm25 or splade, hybrid with each fusion,
 + rerank when configured).
 
-A unit is a page, ``(doc_name, 1-based page)``: a chunk ranks the pages its boxes lie on (the
-payload's ``bboxes``, else ``page`` to ``page_end``), and a page is ranked where its best chunk
-is. Scores (``metrics.evaluate_pages``): page-hit@1/5/10 (an evidence page among the first k
-pages), doc-hit@5 (a page of the evidence document among the first 5), MRR@10 over pages.
+A unit is a page, ``(doc_name, 1-based page)``: a passage (a chunk) lies on the pages its boxes
+lie on (the payload's ``bboxes``, else ``page`` to ``page_end``). Scores
+(``metrics.evaluate_passages``): passage-hit@1/5/10 (an evidence page among the pages of the
+first k passages, in the order the chat page gets them: what the answerer reads), and over pages
+ranked where their first passage is, page-hit@1/5/10, doc-hit@5 and MRR@10.
 
-A naive page-unit baseline is computed in the same run as the reference line:
+Naive page-unit baselines are computed in the same run; each page is one passage:
 
-- ``pages dense``: each PDF page one unit, PyMuPDF's ``page.get_text()`` cut to its first 256
-  tokens of the dense model's tokenizer (special tokens included, as a chunk's 256 are),
-  embedded by the same dense model the pipeline uses; cosine top-k over every page of every
-  PDF. The vectors go through the pipeline's embedding cache (model × text hash), so a second
-  evaluation embeds nothing;
-- ``pages hybrid``: BM25 over whole page texts (the pipeline's sparse encoder, its average
-  length set to the pages' own; IDF as Qdrant computes it) fused with ``pages dense`` by RRF.
+- ``pages dense + name`` (the reference): the PDF's file stem with ``_`` as spaces, a line
+  break, then PyMuPDF's ``page.get_text()``, cut to the first 256 tokens of the dense model's
+  tokenizer (special tokens included, as a chunk's 256 are), embedded by the same dense model the
+  pipeline uses; cosine top-k over every page of every PDF. The vectors go through the
+  pipeline's embedding cache (model × text hash), so a second evaluation embeds nothing;
+- ``pages dense``: the same without the name;
+- ``pages hybrid`` and ``pages hybrid + name``: BM25 over whole page texts (the pipeline's
+  sparse encoder, its average length set to the pages' own; IDF as Qdrant computes it), with the
+  name first for the second, fused with the dense line of the same name by RRF.
+
+Folds: the documents are split in two halves (:func:`document_fold`, fixed), so that a setting
+tuned on one half's questions is reported on the other's (``bench/retrieval_folds.py``).
 """
 
 from __future__ import annotations
 
+import ast
+import hashlib
 import logging
 import re
 import time
@@ -47,7 +55,13 @@ from evaluation.harness import (
     latency_summary,
     rank_every_method,
 )
-from evaluation.metrics import PAGE_METRICS, PageUnit, evaluate_pages
+from evaluation.metrics import (
+    PAGE_METRICS,
+    PASSAGE_METRICS,
+    PageUnit,
+    Passage,
+    evaluate_passages,
+)
 from rag_pipeline import ids
 from rag_pipeline.config import RetrievalSettings, Settings
 from rag_pipeline.embedding import (
@@ -72,9 +86,19 @@ QUESTIONS_FILE = "questions.jsonl"
 PDFS_FOLDER = "pdfs"
 LAYOUT = f"page layout: {QUESTIONS_FILE} and {PDFS_FOLDER}/<doc_name>.pdf"
 BASELINE_TOKENS = 256  # what the page baseline's dense model is fed of each page
-REFERENCE = "pages dense"  # the baseline the configured method is compared with
-BASELINES = (REFERENCE, "pages hybrid")
+REFERENCE = "pages dense + name"  # the baseline the configured method is compared with
+BASELINES = (REFERENCE, "pages hybrid + name", "pages dense", "pages hybrid")
 _DEPTH = 100  # chunks per ranking: far more than the 10 pages scored
+FOLDS = ("A", "B")
+# Where on its page an answer is (MMLongBench-Doc's evidence_sources), as short names.
+SOURCES = {
+    "Pure-text (Plain-text)": "text",
+    "Table": "table",
+    "Chart": "chart",
+    "Figure": "image",
+    "Image": "image",
+    "Generalized-text (Layout)": "layout",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +106,7 @@ class Question:
     text: str
     doc_name: str
     evidence: frozenset[PageUnit]  # (doc_name, 1-based page)
+    sources: frozenset[str] = frozenset()  # SOURCES' short names, when the dataset says
 
 
 @dataclass
@@ -103,16 +128,17 @@ class PageReport:
     baseline_seconds: float  # reading, embedding (or finding in the cache) the pages
     methods: dict[str, dict[str, float]]  # method → metrics
     configured: str  # the method the chat page uses
+    groups: dict[str, dict[str, dict[str, float]]]  # group (question_groups) → method → metrics
     latency_ms: dict[str, float] = field(default_factory=dict)
     not_indexed: dict[str, str] = field(default_factory=dict)  # document → why
 
     @property
     def ratio(self) -> float | None:
-        """The configured method's page-hit@5 over the reference baseline's (None if 0)."""
-        reference = self.methods[REFERENCE]["page-hit@5"]
+        """The configured method's passage-hit@5 over the reference baseline's (None if 0)."""
+        reference = self.methods[REFERENCE]["passage-hit@5"]
         if not reference:
             return None
-        return self.methods[self.configured]["page-hit@5"] / reference
+        return self.methods[self.configured]["passage-hit@5"] / reference
 
     def as_json(self) -> dict[str, Any]:
         """One object keyed by method; ``run`` holds what the methods share."""
@@ -127,7 +153,8 @@ class PageReport:
             "configured_method": self.configured,
             "baselines": list(BASELINES),
             "reference_baseline": REFERENCE,
-            "page_hit@5_over_reference": None if ratio is None else round(ratio, 4),
+            "passage_hit@5_over_reference": None if ratio is None else round(ratio, 4),
+            "groups": self.groups,
             "query_latency_ms": self.latency_ms,
             "not_indexed": self.not_indexed,
         }
@@ -179,10 +206,32 @@ def load_pages(folder: Path) -> PageDataset:
                     f"{documents[document].name}'s {page_counts[document]} pages"
                 )
             pages.add((document, index + 1))
-        questions[str(number)] = Question(text, doc_name, frozenset(pages))
+        sources = _sources(row.get("evidence_sources"), where)
+        questions[str(number)] = Question(text, doc_name, frozenset(pages), sources)
     if not questions:
         raise DatasetError(f"{questions_file}: no questions")
     return PageDataset(folder.resolve().name, pdfs, documents, page_counts, questions)
+
+
+def _sources(value: object, where: str) -> frozenset[str]:
+    """``evidence_sources`` (a list, or a list written as a Python string, as MMLongBench-Doc
+    has it) as SOURCES' short names; unknown kinds are kept as they are spelled."""
+    if value is None:
+        return frozenset()
+    if isinstance(value, str):
+        try:
+            value = ast.literal_eval(value)
+        except (ValueError, SyntaxError) as error:
+            raise DatasetError(f"{where}: evidence_sources is not a list ({error})") from error
+    if not isinstance(value, list | tuple) or not all(isinstance(kind, str) for kind in value):
+        raise DatasetError(f"{where}: evidence_sources is not a list of strings")
+    return frozenset(SOURCES.get(kind, kind) for kind in value)
+
+
+def document_fold(doc_name: str) -> str:
+    """The fold a document belongs to, A or B: fixed by its name alone, so both halves hold
+    documents of every kind and a fold never changes when documents are added."""
+    return FOLDS[int(hashlib.sha256(doc_name.encode()).hexdigest(), 16) % 2]
 
 
 def _page_count(path: Path) -> int:
@@ -220,16 +269,16 @@ def hit_pages(payload: Mapping[str, Any]) -> list[int]:
     return list(dict.fromkeys(pages))
 
 
-def page_units(hits: Iterable[Hit | Candidate], names: Mapping[str, str]) -> list[PageUnit]:
-    """The dataset's pages in the order of their best chunk; ``names``: doc_id → doc_name
-    (chunks of other documents are skipped)."""
-    ranked: dict[PageUnit, None] = {}
+def passages_of(hits: Iterable[Hit | Candidate], names: Mapping[str, str]) -> list[Passage]:
+    """Each hit as the dataset's pages it lies on, in order; ``names``: doc_id → doc_name (a
+    passage of another document, or without a page, lies on none of them but still takes its
+    place among the first k)."""
+    passages: list[Passage] = []
     for hit in hits:
         name = names.get(hit.payload.get("doc_id", ""))
-        if name is not None:
-            for page in hit_pages(hit.payload):
-                ranked.setdefault((name, page), None)
-    return list(ranked)
+        pages = hit_pages(hit.payload) if name is not None else []
+        passages.append(tuple((name, page) for page in pages if name is not None))
+    return passages
 
 
 # -- the page baseline --------------------------------------------------------------------------
@@ -249,6 +298,14 @@ def read_pages(dataset: PageDataset) -> tuple[list[PageUnit], list[str]]:
                     units.append((name, page.number + 1))
                     texts.append(text)
     return units, texts
+
+
+def named(units: list[PageUnit], texts: list[str]) -> list[str]:
+    """Each page's text after its document's name: the file stem, ``_`` as spaces, and a line
+    break (what any naive pipeline embeds: the file it read)."""
+    return [
+        f"{name.replace('_', ' ')}\n{text}" for (name, _), text in zip(units, texts, strict=True)
+    ]
 
 
 def first_tokens(text: str, tokens: TokenCounter, limit: int = BASELINE_TOKENS) -> str:
@@ -339,29 +396,34 @@ def _postings(vectors: list[SparseVector]) -> dict[int, tuple[np.ndarray, np.nda
 
 
 def rank_baselines(
-    baseline: PageBaseline,
+    baselines: Mapping[str, PageBaseline],
     queries: Mapping[str, str],
     dense: DenseEncoder,
-    sparse: SparseEncoder,
+    sparse: Mapping[str, SparseEncoder],
     config: RetrievalSettings,
-) -> dict[str, dict[str, list[PageUnit]]]:
-    """``pages dense`` (cosine over every page) and ``pages hybrid`` (with BM25, by RRF on the
-    first ``retrieval.prefetch`` of each, with the configured weights)."""
+) -> dict[str, dict[str, list[Passage]]]:
+    """For each baseline ``pages dense<suffix>`` (cosine over every page) and ``pages
+    hybrid<suffix>`` (with BM25, by RRF on the first ``retrieval.prefetch`` of each, with the
+    configured weights); ``baselines`` and ``sparse`` are keyed by the suffix."""
     rrf = config.model_copy(update={"fusion": "rrf"})
-    rankings: dict[str, dict[str, list[PageUnit]]] = {method: {} for method in BASELINES}
+    rankings: dict[str, dict[str, list[Passage]]] = {}
     for query_id, query in queries.items():
         text = " ".join(query.split())
         if not text:
             continue
-        by_dense = baseline.nearest_dense(dense.embed_query(text), config.prefetch)
-        by_sparse = baseline.nearest_sparse(sparse.embed_query(text), config.prefetch)
-        fused = fuse(NearestHits(by_dense, by_sparse), rrf)
-        rankings["pages dense"][query_id] = [hit.payload["unit"] for hit in by_dense]
-        rankings["pages hybrid"][query_id] = [candidate.payload["unit"] for candidate in fused]
+        vector = dense.embed_query(text)
+        for suffix, baseline in baselines.items():
+            by_dense = baseline.nearest_dense(vector, config.prefetch)
+            by_sparse = baseline.nearest_sparse(sparse[suffix].embed_query(text), config.prefetch)
+            fused = fuse(NearestHits(by_dense, by_sparse), rrf)
+            for method, hits in (("dense", by_dense), ("hybrid", fused)):
+                rankings.setdefault(f"pages {method}{suffix}", {})[query_id] = [
+                    (hit.payload["unit"],) for hit in hits
+                ]
     return rankings
 
 
-def _page_sparse_encoder(settings: Settings, texts: Iterable[str]) -> SparseEncoder:
+def page_sparse_encoder(settings: Settings, texts: Iterable[str]) -> SparseEncoder:
     """The pipeline's sparse encoder; BM25's average length set to the pages' own (its
     configured one is that of chunks, a fraction of a page)."""
     embedding = settings.embedding
@@ -377,73 +439,117 @@ def _page_sparse_encoder(settings: Settings, texts: Iterable[str]) -> SparseEnco
 
 def run_page_evaluation(settings: Settings, folder: Path) -> PageReport:
     """Index ``folder``'s PDFs into ``<home>/eval/<name>``; score every method and the page
-    baseline."""
+    baselines."""
     dataset = load_pages(folder)
     scratch = settings.home / "eval" / dataset.name
     indexed = index_in_scratch(settings, scratch, [dataset.pdfs])
-    (label,) = source_labels(indexed.settings.watched_folders)
-    names = {f"{label}/{path.name}": name for name, path in dataset.documents.items()}
+    names = document_names(indexed.settings, dataset)
     queries = {query_id: question.text for query_id, question in dataset.questions.items()}
 
-    def units_of(hits: list[Hit] | list[Candidate]) -> list[PageUnit]:
-        return page_units(hits, names)
+    def units_of(hits: list[Hit] | list[Candidate]) -> list[Passage]:
+        return passages_of(hits, names)
 
     with live_index(indexed.settings) as (live_settings, store):
         retriever = Retriever(live_settings, store, load_reranker(live_settings))
         rankings, latencies = rank_every_method(retriever, queries, units_of, depth=_DEPTH)
         started = time.perf_counter()
-        logger.info("page baseline: reading the pages of %d PDFs", len(dataset.documents))
-        pages = read_pages(dataset)
-        sparse = _page_sparse_encoder(live_settings, pages[1])
+        logger.info("page baselines: reading the pages of %d PDFs", len(dataset.documents))
+        units, texts = read_pages(dataset)
+        variants = {"": texts, " + name": named(units, texts)}
+        sparse = {
+            suffix: page_sparse_encoder(live_settings, pages) for suffix, pages in variants.items()
+        }
         cache = open_embedding_cache(live_settings)
         try:
-            baseline = PageBaseline.build(pages, retriever.dense, sparse, cache)
+            baselines = {
+                suffix: PageBaseline.build((units, pages), retriever.dense, sparse[suffix], cache)
+                for suffix, pages in variants.items()
+            }
         finally:
             cache.close()
         baseline_seconds = time.perf_counter() - started
         rankings |= rank_baselines(
-            baseline, queries, retriever.dense, sparse, live_settings.retrieval
+            baselines, queries, retriever.dense, sparse, live_settings.retrieval
         )
     evidence = {query_id: question.evidence for query_id, question in dataset.questions.items()}
     return PageReport(
         dataset=dataset.name,
         documents=len(dataset.documents),
-        pages=len(baseline.units),
+        pages=len(units),
         chunks=indexed.chunks,
         index_seconds=indexed.seconds,
         baseline_seconds=baseline_seconds,
-        methods={method: evaluate_pages(ranked, evidence) for method, ranked in rankings.items()},
+        methods={
+            method: evaluate_passages(ranked, evidence) for method, ranked in rankings.items()
+        },
         configured=configured_method(retriever),
+        groups={
+            group: {
+                method: evaluate_passages(ranked, members) for method, ranked in rankings.items()
+            }
+            for group, members in question_groups(dataset).items()
+        },
         latency_ms=latency_summary(latencies),
         not_indexed=indexed.failed,
     )
 
 
+def document_names(settings: Settings, dataset: PageDataset) -> dict[str, str]:
+    """doc_id → doc_name, for a dataset indexed in place as the scratch home's only folder."""
+    (label,) = source_labels(settings.watched_folders)
+    return {f"{label}/{path.name}": name for name, path in dataset.documents.items()}
+
+
+def question_groups(dataset: PageDataset) -> dict[str, dict[str, frozenset[PageUnit]]]:
+    """The questions' evidence by group: ``fold A`` and ``fold B`` (by their document's
+    fold), and where the answer sits on its page (``text``, ``table``, … when the dataset says)."""
+    groups: dict[str, dict[str, frozenset[PageUnit]]] = {f"fold {fold}": {} for fold in FOLDS}
+    for query_id, question in dataset.questions.items():
+        groups[f"fold {document_fold(question.doc_name)}"][query_id] = question.evidence
+    for source in sorted({source for q in dataset.questions.values() for source in q.sources}):
+        groups[source] = {
+            query_id: question.evidence
+            for query_id, question in dataset.questions.items()
+            if source in question.sources
+        }
+    return groups
+
+
 def format_page_report(report: PageReport) -> str:
     questions = next(iter(report.methods.values()))["queries"]
+    metrics = PASSAGE_METRICS + PAGE_METRICS
+    headers = ["p-hit@1", "p-hit@5", "p-hit@10", "page@1", "page@5", "page@10", "doc@5", "MRR@10"]
     lines = [
         f"{report.dataset}: {report.documents} PDFs, {report.pages} pages with text, "
         f"{report.chunks} chunks, indexed in {report.index_seconds:.1f} s; {questions} "
-        f"questions; page baseline ready in {report.baseline_seconds:.1f} s",
-        f"{'method':<26} {'page-hit@1':>10} {'page-hit@5':>10} {'page-hit@10':>11} "
-        f"{'doc-hit@5':>9} {'MRR@10':>8}",
+        f"questions; page baselines ready in {report.baseline_seconds:.1f} s",
+        "p-hit@k: an evidence page among the pages of the first k passages (what the answerer "
+        "reads); page@k: among the first k pages, each ranked by its first passage",
+        f"{'method':<30}" + "".join(f"{header:>9}" for header in headers),
     ]
     marks = {report.configured: "  ← the chat page's", REFERENCE: "  ← the reference"}
-    for method, metrics in report.methods.items():
+    for method, values in report.methods.items():
         name = f"{method} (baseline)" if method in BASELINES else method
-        values = [metrics[metric] for metric in PAGE_METRICS]
         lines.append(
-            f"{name:<26} {values[0]:>10.4f} {values[1]:>10.4f} {values[2]:>11.4f} "
-            f"{values[3]:>9.4f} {values[4]:>8.4f}{marks.get(method, '')}"
+            f"{name:<30}"
+            + "".join(f"{values[metric]:>9.4f}" for metric in metrics)
+            + marks.get(method, "")
         )
     ratio = report.ratio
-    configured = report.methods[report.configured]["page-hit@5"]
-    reference = report.methods[REFERENCE]["page-hit@5"]
+    configured = report.methods[report.configured]["passage-hit@5"]
+    reference = report.methods[REFERENCE]["passage-hit@5"]
     times = "n/a (the baseline found nothing)" if ratio is None else f"{ratio:.2f}"
     lines.append(
-        f"configured method ({report.configured}) page-hit@5 = {configured:.4f}, = {times} × "
-        f"the page baseline ({REFERENCE} page-hit@5 = {reference:.4f})"
+        f"configured method ({report.configured}) passage-hit@5 = {configured:.4f}, = {times} × "
+        f"the reference ({REFERENCE} passage-hit@5 = {reference:.4f})"
     )
+    lines.append("passage-hit@5 by group (questions):")
+    for group, by_method in report.groups.items():
+        count = by_method[REFERENCE]["queries"]
+        ours, theirs = (
+            by_method[method]["passage-hit@5"] for method in (report.configured, REFERENCE)
+        )
+        lines.append(f"  {group:<10} ({count:>3}): {ours:.4f} against {theirs:.4f} ({REFERENCE})")
     for doc_id, reason in report.not_indexed.items():
         lines.append(f"not indexed (its pages are never found): {doc_id}: {reason}")
     lines.append(format_latency(report.latency_ms))

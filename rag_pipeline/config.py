@@ -360,6 +360,22 @@ class RetrievalSettings(BaseModel):
         "passages match (a statement's rows, its title) rises above one matched once. "
         "Passages without a page are not affected. 0: off (see bench/README.md).",
     )
+    identifier_documents: int = Field(
+        3,
+        ge=0,
+        description="Exact identifiers first: a question's word that mixes letters and digits "
+        "(zq0042, A-113, FY2023) or is written in capitals (a ticker) is rare when the passages "
+        "the keyword search found hold it in at most this many documents; the passages holding "
+        "a rare one come first, before any that only the dense model found. 0: off.",
+    )
+    page_passages: int | None = Field(
+        None,
+        ge=1,
+        description="Diversity: at most this many passages of one page (PDF, slide) come before "
+        "the passages of pages not yet shown; the others follow, in order. The answerer reads "
+        "the first top_k passages: five of one page leave out the pages beside it. None: off "
+        "(see bench/README.md).",
+    )
     freshness_half_life_days: float | None = Field(
         None,
         gt=0,

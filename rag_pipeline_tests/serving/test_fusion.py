@@ -248,3 +248,68 @@ def test_a_long_question_weighs_its_keywords_less_than_a_short_one(tmp_path: Pat
     full_weight = load_settings(tmp_path, retrieval={"fusion": "rrf", "sparse_query_terms": None})
     unscaled = Retriever(full_weight, store=None)  # type: ignore[arg-type]
     assert order(long, unscaled)[:2] == ["both", "shares words"]
+
+
+def test_page_diversity_shows_other_pages_before_a_pages_further_passages(
+    tmp_path: Path,
+) -> None:
+    def on_page(point_id: str, score: float, page: int | None, doc_id: str = "r.pdf") -> Hit:
+        return Hit(point_id, score, {"text": point_id, "doc_id": doc_id, "page": page})
+
+    nearest = NearestHits(
+        dense=[
+            on_page("p1 a", 0.9, 1),
+            on_page("p1 b", 0.89, 1),
+            on_page("p1 c", 0.88, 1),
+            on_page("notes", 0.87, None, "notes.md"),
+            on_page("other p1", 0.86, 1, "other.pdf"),
+            on_page("p2", 0.5, 2),
+        ],
+        sparse=[],
+    )
+
+    def order(**retrieval: object) -> list[str]:
+        settings = load_settings(
+            tmp_path, retrieval={"fusion": "rrf", "page_weight": 0, **retrieval}
+        )
+        retriever = Retriever(settings, store=None)  # type: ignore[arg-type]
+        return [c.point_id for c in retriever.rank("q", nearest, keep=6)[0]]
+
+    assert order(page_passages=None) == ["p1 a", "p1 b", "p1 c", "notes", "other p1", "p2"]
+    assert order(page_passages=1) == ["p1 a", "notes", "other p1", "p2", "p1 b", "p1 c"]
+    assert order(page_passages=2) == ["p1 a", "p1 b", "notes", "other p1", "p2", "p1 c"]
+
+
+# Both fusions tie a lone keyword hit with the dense side's best (DBSF spreads the dense scores).
+@pytest.mark.parametrize("fusion", ["rrf", "minmax"])
+def test_a_passage_holding_a_rare_identifier_comes_before_what_only_the_dense_side_found(
+    tmp_path: Path, fusion: str
+) -> None:
+    def note(point_id: str, score: float, text: str) -> Hit:
+        return Hit(point_id, score, {"text": text, "doc_id": point_id})
+
+    nearest = NearestHits(
+        dense=[
+            note("lookalike", 0.62, "Note about zq0041 and other things."),  # dense-only
+            note("near", 0.61, "Reminder to call the plumber on Monday."),
+        ],
+        sparse=[note("exact", 7.5, "Part ZQ0042 is the spare valve for the pump.")],
+    )
+    settings = load_settings(tmp_path, retrieval={"fusion": fusion})
+    retriever = Retriever(settings, store=None)  # type: ignore[arg-type]
+    ranked, _ = retriever.rank("zq0042", nearest, keep=3)
+    assert [c.point_id for c in ranked] == ["exact", "lookalike", "near"]
+    # A word found in many documents' passages is no identifier of one: the fused order stands.
+    common = NearestHits(
+        dense=nearest.dense,
+        sparse=[note(f"form {n}", 7.5 - n, "Annual report on form 10-K.") for n in range(5)],
+    )
+    fused = [c.point_id for c in fuse(common, settings.retrieval)]
+    assert [c.point_id for c in retriever.rank("10-K", common, keep=7)[0]] == fused
+    off = load_settings(tmp_path, retrieval={"fusion": fusion, "identifier_documents": 0})
+    plain = Retriever(off, store=None)  # type: ignore[arg-type]
+    assert [c.point_id for c in plain.rank("zq0042", nearest, keep=3)[0]] == [
+        "lookalike",
+        "exact",
+        "near",
+    ]
