@@ -489,6 +489,18 @@ class AccessSettings(BaseModel):
         "X-Forwarded-User). Only for a server the proxy alone can reach: anyone who reaches it "
         "directly can send the header.",
     )
+    free_sign_in_tries: int = Field(
+        5,
+        ge=1,
+        description="Wrong passwords in a row, per user name and per client address, before "
+        "each further try must wait (and is refused unchecked until then).",
+    )
+    sign_in_delay_seconds: float = Field(
+        1.0, gt=0, description="The first wait after the free tries; it doubles each time."
+    )
+    sign_in_max_delay_seconds: float = Field(
+        300.0, gt=0, description="The longest wait between two password tries."
+    )
 
     @property
     def configured(self) -> bool:

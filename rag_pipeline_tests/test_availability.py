@@ -17,7 +17,7 @@ from rag_pipeline.defs.instance import get_instance
 from rag_pipeline.ids import partition_key
 from rag_pipeline_tests.conftest import Cli, dagster_view
 from rag_pipeline_tests.serving.conftest import CHROMIUM, chromium
-from serving.access import User
+from serving.access import User, add_user
 from serving.assistant import Assistant
 from serving.server import BackgroundServer
 from serving.workspaces import NotAllowed, ServedWorkspaces
@@ -275,3 +275,31 @@ def test_only_users_granted_governance_may_take_documents_out_of_search(
         )
     finally:
         workspaces.close()
+
+
+def test_an_offline_document_is_neither_served_nor_previewed_to_a_reader_but_is_to_a_governor(
+    cli: Cli, home: Path, source: Path
+) -> None:
+    (source / "otters.md").write_text(OTTERS, "utf-8")
+    assert cli("index", "--home", home, "--source", source).code == 0
+    chunk = cli("query", "otters", "--home", home, "--json").json()[0]["chunk_id"]
+    add_user(home, "reader", "reader-password", ["default"])
+    add_user(home, "editor", "editor-password", ["default"], ["default"])
+    with BackgroundServer(load_settings(home)) as server:
+
+        def status(path: str, params: dict[str, str], user: str) -> int:
+            auth = (user, f"{user}-password")
+            return httpx.get(server.url + path, params=params, auth=auth, timeout=60).status_code
+
+        routes = [
+            ("/api/file", {"doc_id": "docs/otters.md"}),
+            ("/api/preview", {"chunk_id": chunk}),
+        ]
+        assert [status(path, params, "reader") for path, params in routes] == [200, 200]
+        assert cli("archive", "docs/otters.md", "--home", home).code == 0
+        assert [status(path, params, "reader") for path, params in routes] == [404, 404]
+        assert [status(path, params, "editor") for path, params in routes] == [200, 200]
+        assert cli("activate", "docs/otters.md", "--home", home).code == 0
+        assert cli("reject", "docs/otters.md", "--home", home, "--chunk", "0").code == 0
+        assert status("/api/preview", {"chunk_id": chunk}, "reader") == 404  # the passage
+        assert status("/api/preview", {"chunk_id": chunk}, "editor") == 200

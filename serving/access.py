@@ -9,23 +9,30 @@ workspaces granted to them. A request proves who it is by one of:
 - the header a trusted reverse proxy sets (``access.proxy_user_header``), when configured.
 
 One ASGI middleware checks every request, the page, Gradio's own routes and the API alike, so no
-route can be forgotten. With nobody configured the server only binds to loopback
+route can be forgotten. A password is hashed (scrypt, on purpose slow) in a thread of its own, never
+on the event loop, so guesses do not hold up other requests; wrong ones are throttled per user
+name and per client address (:class:`Throttle`), and an unknown name costs the same hashing as a
+known one, so timing tells no names. With nobody configured the server only binds to loopback
 (``check_binding``), and whoever reaches it is the local user, who may use every workspace.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
+import functools
 import hashlib
 import hmac
 import ipaddress
 import json
+import logging
 import os
 import secrets
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,8 +51,64 @@ _REALM = 'Basic realm="rag-pipeline", charset="UTF-8"'
 _VERIFIED_SECONDS = 300.0  # a checked password is not hashed again on each request meanwhile
 
 
+logger = logging.getLogger("rag_pipeline.serving.access")
+
+
 class AccessError(ValueError):
     """A user or binding that cannot be; the message says why."""
+
+
+class Throttled(Exception):
+    """Too many wrong passwords: no password is checked for ``seconds`` more."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"too many wrong passwords: try again in {seconds:.0f} s")
+        self.seconds = seconds
+
+
+class Throttle:
+    """Wrong passwords counted per key (a user name, a client address): ``free`` in a row cost
+    nothing more; after that each try waits ``delay`` seconds, doubling with every further wrong
+    one, up to ``cap``. A right password clears its keys."""
+
+    _MOST_KEYS = 100_000  # beyond this, keys whose wait is over are forgotten
+
+    def __init__(
+        self,
+        free: int,
+        delay: float,
+        cap: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.free, self.delay, self.cap, self._clock = free, delay, cap, clock
+        self._lock = threading.Lock()
+        self._wrong: dict[str, tuple[int, float]] = {}  # key -> (wrong in a row, allowed from)
+
+    def wait(self, keys: Iterable[str]) -> float:
+        """Seconds until a try with ``keys`` is allowed (0: now)."""
+        now = self._clock()
+        with self._lock:
+            return max([0.0, *(self._wrong.get(key, (0, now))[1] - now for key in keys)])
+
+    def failed(self, keys: Iterable[str]) -> float:
+        """Count a wrong password for ``keys``; the wait it brings (0 while tries are free)."""
+        now = self._clock()
+        waits = []
+        with self._lock:
+            if len(self._wrong) > self._MOST_KEYS:
+                self._wrong = {k: v for k, v in self._wrong.items() if v[1] > now}
+            for key in keys:
+                count = self._wrong.get(key, (0, now))[0] + 1
+                beyond = count - self.free
+                wait = 0.0 if beyond <= 0 else min(self.cap, self.delay * 2 ** (beyond - 1))
+                self._wrong[key] = (count, now + wait)
+                waits.append(wait)
+        return max(waits, default=0.0)
+
+    def succeeded(self, keys: Iterable[str]) -> None:
+        with self._lock:
+            for key in keys:
+                self._wrong.pop(key, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +215,7 @@ class Authenticator:
         self._stamp: float | None = None
         self._access = AccessSettings()
         self._verified: dict[str, tuple[str, float]] = {}  # hash of the header -> user, when
+        self._throttle = _throttle_of(self._access)
         self._reload()
 
     @property
@@ -164,12 +228,37 @@ class Authenticator:
         stamp = path.stat().st_mtime_ns if path.exists() else None
         with self._lock:
             if stamp != self._stamp:
-                self._access = load_settings(self._root).access
+                access = load_settings(self._root).access
+                self._access = access
                 self._stamp = stamp
                 self._verified.clear()
+                throttle = _throttle_of(access)
+                if (throttle.free, throttle.delay, throttle.cap) != (
+                    self._throttle.free,
+                    self._throttle.delay,
+                    self._throttle.cap,
+                ):  # the counts so far stay unless the limits change
+                    self._throttle = throttle
 
-    def user(self, headers: Mapping[str, str]) -> User | None:
-        """The user a request's headers prove, None when they prove nobody."""
+    def checks_password(self, headers: Mapping[str, str]) -> bool:
+        """Whether :meth:`user` would hash a password for these headers (slow: run it in a
+        thread), rather than find them signed in already."""
+        access = self.access
+        if not access.configured:
+            return False
+        if access.proxy_user_header and headers.get(access.proxy_user_header.lower()):
+            return False
+        scheme, _, credentials = headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "basic" or not credentials:
+            return False
+        with self._lock:
+            remembered = self._verified.get(token_hash(credentials.strip()))
+        return not (remembered and time.monotonic() - remembered[1] < _VERIFIED_SECONDS)
+
+    def user(self, headers: Mapping[str, str], client: str = "") -> User | None:
+        """The user a request's headers prove, None when they prove nobody; ``client``: the
+        address asking, whose wrong passwords are counted. Raises :class:`Throttled` for a
+        password try that must wait."""
         access = self.access
         if not access.configured:
             return LOCAL_USER
@@ -181,7 +270,7 @@ class Authenticator:
         if scheme.lower() == "bearer" and credentials:
             return self._bearer(access, credentials.strip())
         if scheme.lower() == "basic" and credentials:
-            return self._basic(access, credentials.strip())
+            return self._basic(access, credentials.strip(), client)
         return None
 
     @staticmethod
@@ -197,7 +286,7 @@ class Authenticator:
                 return User(name, grants)
         return None
 
-    def _basic(self, access: AccessSettings, credentials: str) -> User | None:
+    def _basic(self, access: AccessSettings, credentials: str, client: str) -> User | None:
         key = token_hash(credentials)
         now = time.monotonic()
         with self._lock:
@@ -208,14 +297,37 @@ class Authenticator:
             name, _, password = base64.b64decode(credentials).decode().partition(":")
         except (binascii.Error, UnicodeDecodeError):
             return None
+        throttle = self._throttle
+        keys = [f"user:{name}", f"client:{client}"]
+        if (wait := throttle.wait(keys)) > 0:
+            raise Throttled(wait)
         grants = access.users.get(name)
-        if grants is None or not grants.password_hash:
+        known = grants is not None and bool(grants.password_hash)
+        # An unknown name is hashed too, against a hash no password matches: it answers in the
+        # same time as a wrong password for a known name.
+        hashed = grants.password_hash if grants is not None and grants.password_hash else None
+        if not verify_password(password, hashed or _unmatchable_hash()) or not known:
+            wait = throttle.failed(keys)
+            if wait:
+                logger.warning(
+                    "sign-in: wrong password for %r from %s; tries wait %.0f s", name, client, wait
+                )
             return None
-        if not verify_password(password, grants.password_hash):
-            return None
+        throttle.succeeded(keys)
         with self._lock:
             self._verified[key] = (name, now)
         return User(name, grants)
+
+
+def _throttle_of(access: AccessSettings) -> Throttle:
+    return Throttle(
+        access.free_sign_in_tries, access.sign_in_delay_seconds, access.sign_in_max_delay_seconds
+    )
+
+
+@functools.cache
+def _unmatchable_hash() -> str:
+    return hash_password(secrets.token_urlsafe(32))
 
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -229,6 +341,8 @@ class AccessMiddleware:
     def __init__(self, app: Callable[..., Awaitable[None]], authenticator: Authenticator) -> None:
         self.app = app
         self.authenticator = authenticator
+        # Password hashing, one at a time: guesses queue here, not on the event loop.
+        self._hashing = ThreadPoolExecutor(1, thread_name_prefix="password-check")
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -238,25 +352,84 @@ class AccessMiddleware:
             key.decode("latin-1").lower(): value.decode("latin-1")
             for key, value in scope.get("headers", [])
         }
-        if self.authenticator.user(headers) is None:
+        if _foreign_origin(scope, headers):
+            await _refuse(scope, send, status=403, detail="a request from another site")
+            return
+        send = _with_page_headers(send)
+        client = (scope.get("client") or ("",))[0] or ""
+        try:
+            if self.authenticator.checks_password(headers):
+                user = await asyncio.get_running_loop().run_in_executor(
+                    self._hashing, self.authenticator.user, headers, client
+                )
+            else:
+                user = self.authenticator.user(headers, client)
+        except Throttled as throttled:
+            await _refuse(scope, send, retry_after=throttled.seconds)
+            return
+        if user is None:
             await _refuse(scope, send)
             return
         await self.app(scope, receive, send)
 
 
-async def _refuse(scope: dict[str, Any], send: Send) -> None:
+# On every response: no framing (clickjacking), no sniffing, no full URL sent elsewhere.
+PAGE_HEADERS = {
+    b"content-security-policy": b"frame-ancestors 'none'",
+    b"x-frame-options": b"DENY",
+    b"x-content-type-options": b"nosniff",
+    b"referrer-policy": b"same-origin",
+}
+_UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
+
+
+def _foreign_origin(scope: dict[str, Any], headers: Mapping[str, str]) -> bool:
+    """A browser's write (an upload, a Gradio event) or WebSocket from a page of another site.
+    A request without ``Origin`` is no browser's cross-site one (agents, gradio_client)."""
+    origin = headers.get("origin")
+    if origin is None:
+        return False
+    if scope["type"] == "http" and scope.get("method", "GET") not in _UNSAFE_METHODS:
+        return False
+    return origin.partition("://")[2].rstrip("/") != headers.get("host", "")
+
+
+def _with_page_headers(send: Send) -> Send:
+    async def sending(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            present = {name.lower() for name, _ in message.get("headers", [])}
+            message = message | {
+                "headers": [
+                    *message.get("headers", []),
+                    *((name, value) for name, value in PAGE_HEADERS.items() if name not in present),
+                ]
+            }
+        await send(message)
+
+    return sending
+
+
+async def _refuse(
+    scope: dict[str, Any],
+    send: Send,
+    *,
+    retry_after: float | None = None,
+    status: int = 401,
+    detail: str = "sign in: a user name and password, or a bearer token",
+) -> None:
     if scope["type"] == "websocket":
         await send({"type": "websocket.close", "code": 1008})
         return
-    body = json.dumps({"detail": "sign in: a user name and password, or a bearer token"})
+    headers = [(b"www-authenticate", _REALM.encode())] if status == 401 else []
+    if retry_after is not None:
+        status, detail = 429, str(Throttled(retry_after))
+        headers = [(b"retry-after", str(max(1, round(retry_after))).encode())]
+    headers += list(PAGE_HEADERS.items())
     await send(
         {
             "type": "http.response.start",
-            "status": 401,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"www-authenticate", _REALM.encode()),
-            ],
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), *headers],
         }
     )
-    await send({"type": "http.response.body", "body": body.encode()})
+    await send({"type": "http.response.body", "body": json.dumps({"detail": detail}).encode()})

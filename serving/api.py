@@ -8,7 +8,8 @@
   folder (``serving.preview.source_file``).
 
 Each takes ``workspace=<id>`` (default: the user's first workspace) and answers only within the
-workspaces the signed-in user may use (``serving.access``).
+workspaces the signed-in user may use (``serving.access``). A document or passage taken offline
+is served only to those who may govern its workspace (so they can look before putting it back).
 
 Ids travel as query parameters: chunk ids hold ``#`` and ``@``, file names anything.
 
@@ -30,13 +31,16 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.routing import APIRoute
 
+from serving.access import User
 from serving.assistant import Assistant
 from serving.preview import PreviewError, preview, source_file
 from serving.retrieval import QueryError
 from serving.workspaces import NotAllowed, ServedWorkspaces
 
 # Inline styles only: Chromium styles its own viewer of a picture with them.
-CONTENT_SECURITY_POLICY = "sandbox; default-src 'none'; style-src 'unsafe-inline'"
+CONTENT_SECURITY_POLICY = (
+    "sandbox; default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'"
+)
 SAFE_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Content-Security-Policy": CONTENT_SECURITY_POLICY,
@@ -77,14 +81,14 @@ WorkspaceId = Annotated[
 def api_routes(workspaces: ServedWorkspaces) -> APIRouter:
     router = APIRouter(route_class=_Guarded)
 
-    def asked(request: Request, workspace: str | None) -> tuple[Assistant, str]:
+    def asked(request: Request, workspace: str | None) -> tuple[Assistant, User]:
         """The assistant of the workspace a request names (default: the user's first), and
-        the user's name; 404 for a workspace the user may not use, as for one that is not."""
+        the user; 404 for a workspace the user may not use, as for one that is not."""
         user = workspaces.authenticator.user(request.headers)
         if user is None:  # the middleware lets none of these through
             raise HTTPException(status_code=401, detail="sign in first")
         try:
-            return workspaces.assistant(user, workspace), user.name
+            return workspaces.assistant(user, workspace), user
         except NotAllowed as error:
             raise HTTPException(status_code=404, detail=str(error)) from error
 
@@ -97,18 +101,19 @@ def api_routes(workspaces: ServedWorkspaces) -> APIRouter:
         ] = None,
         workspace: WorkspaceId = None,
     ) -> JSONResponse:
-        assistant, owner = asked(request, workspace)
+        assistant, user = asked(request, workspace)
         try:
-            documents = assistant.search_documents(q, k, owner=owner)
+            documents = assistant.search_documents(q, k, owner=user.name)
         except QueryError as error:
             raise HTTPException(status_code=400, detail=str(error)) from error
         return JSONResponse(documents)
 
     @router.get("/api/preview", response_model=None)
     def page_preview(request: Request, chunk_id: str, workspace: WorkspaceId = None) -> Response:
-        assistant, _ = asked(request, workspace)
+        assistant, user = asked(request, workspace)
+        governs = user.may_govern(assistant.settings.workspace)
         try:
-            shown = preview(assistant.settings, assistant.catalog, chunk_id)
+            shown = preview(assistant.settings, assistant.catalog, chunk_id, offline_shown=governs)
         except PreviewError as error:
             raise HTTPException(status_code=404, detail=str(error)) from error
         if shown.png is not None:
@@ -121,7 +126,8 @@ def api_routes(workspaces: ServedWorkspaces) -> APIRouter:
 
     @router.get("/api/file")
     def original_file(request: Request, doc_id: str, workspace: WorkspaceId = None) -> FileResponse:
-        assistant, _ = asked(request, workspace)
+        assistant, user = asked(request, workspace)
+        governs = user.may_govern(assistant.settings.workspace)
         redaction = assistant.settings.redaction
         if redaction.enabled and not redaction.serve_originals:
             raise HTTPException(
@@ -130,7 +136,9 @@ def api_routes(workspaces: ServedWorkspaces) -> APIRouter:
                 "is on (redaction.serve_originals)",
             )
         try:
-            record, path = source_file(assistant.settings, assistant.catalog, doc_id)
+            record, path = source_file(
+                assistant.settings, assistant.catalog, doc_id, offline_shown=governs
+            )
         except PreviewError as error:
             raise HTTPException(status_code=404, detail=str(error)) from error
         shown_as = inline_type(record.file_type, path)

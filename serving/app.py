@@ -31,7 +31,7 @@ from rag_pipeline.store.schema import QueryFilter
 from rag_pipeline.workspaces import Workspace, WorkspaceError
 from serving.access import User
 from serving.answer import Answer
-from serving.assistant import Assistant, Source
+from serving.assistant import Assistant, Source, file_url
 from serving.preview import PreviewError, preview
 from serving.retrieval import Candidate, QueryError
 from serving.workspaces import NotAllowed, ServedWorkspaces
@@ -333,9 +333,9 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
             """The passage's preview, its chunk id, and the governing buttons for those who
             may use them."""
             assistant, _ = serving(request, workspace_id)
-            governs = gr.Row(visible=signed_in(request).may_govern(assistant.settings.workspace))
-            image, caption = previewed(assistant, workspace_id, chunk_id)
-            return image, caption, chunk_id, governs
+            may_govern = signed_in(request).may_govern(assistant.settings.workspace)
+            image, caption = previewed(assistant, workspace_id, chunk_id, may_govern)
+            return image, caption, chunk_id, gr.Row(visible=may_govern)
 
         def govern(
             state: Availability,
@@ -363,13 +363,15 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
             )
 
         def previewed(
-            assistant: Assistant, workspace_id: str | None, chunk_id: str
+            assistant: Assistant, workspace_id: str | None, chunk_id: str, may_govern: bool
         ) -> tuple[Any, str]:
             try:
-                shown = preview(assistant.settings, assistant.catalog, chunk_id)
+                shown = preview(
+                    assistant.settings, assistant.catalog, chunk_id, offline_shown=may_govern
+                )
             except PreviewError as error:
                 return gr.Image(value=None, visible=False), f"<p>{html.escape(str(error))}</p>"
-            link = _file_link(shown.doc_id, workspace_id)
+            link = file_url(shown.doc_id, workspace_id)
             where = f", page {shown.page}" if shown.page else ""
             caption = (
                 f"<p><b>{html.escape(shown.doc_id)}</b>{where} · "
@@ -564,12 +566,6 @@ def _governing(govern: Any, state: Availability, whole: bool) -> Any:
     return handler
 
 
-def _file_link(doc_id: str, workspace_id: str | None) -> str:
-    """The original file's route; without a workspace, the user's first one answers."""
-    workspace = f"&workspace={quote(workspace_id)}" if workspace_id else ""
-    return f"/api/file?doc_id={quote(doc_id)}{workspace}"
-
-
 def _sources_html(assistant: Assistant, workspace_id: str | None, *, running: bool) -> str:
     """The workspace's folders and each document's state (indexing, indexed, or failed and
     why), with a download of each original."""
@@ -593,7 +589,7 @@ def _sources_html(assistant: Assistant, workspace_id: str | None, *, running: bo
         states.setdefault(f"uploads/{path.name}", "indexing" if running else "not indexed yet")
     for doc_id, state in sorted(states.items()):
         download = (
-            f" <a href='{_file_link(doc_id, workspace_id)}' download class='download'>download</a>"
+            f" <a href='{file_url(doc_id, workspace_id)}' download class='download'>download</a>"
             if doc_id in records
             else ""
         )
@@ -677,7 +673,7 @@ def _evidence_html(sources: list[dict[str, Any]], workspace_id: str | None) -> s
         by_file.setdefault(source["doc_id"], []).append(source)
     parts = ["<div class='evidence'><p><b>Evidence</b></p>"]
     for doc_id, cited in by_file.items():
-        original = _file_link(doc_id, workspace_id)
+        original = file_url(doc_id, workspace_id)
         parts.append(
             f"<div class='file'>{html.escape(cited[0]['file_name'])} "
             f"<a href='{original}' target='_blank'>↗</a></div>"

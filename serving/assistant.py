@@ -205,7 +205,7 @@ class Assistant:
                 {
                     "id": doc_id,
                     "title": payload.get("title") or Path(file_path).stem,
-                    "url": f"/api/file?doc_id={quote(doc_id)}",
+                    "url": file_url(doc_id, self.settings.workspace),
                     "chunks": [],
                     "extra": {
                         "source": {
@@ -240,3 +240,9 @@ class Assistant:
         self.store.close()
         self.history.close()
         self.catalog.close()
+
+
+def file_url(doc_id: str, workspace_id: str | None) -> str:
+    """The original file's route; without a workspace, the user's first one answers."""
+    workspace = f"&workspace={quote(workspace_id)}" if workspace_id else ""
+    return f"/api/file?doc_id={quote(doc_id)}{workspace}"

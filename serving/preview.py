@@ -46,13 +46,17 @@ class Preview:
     html: str  # the passage in context (for every format; the caption for PDFs)
 
 
-def source_file(settings: Settings, catalog: Catalog, doc_id: str) -> tuple[DocumentRecord, Path]:
-    """A document's file, only if the live collection holds it and it lies inside a watched
-    folder."""
+def source_file(
+    settings: Settings, catalog: Catalog, doc_id: str, *, offline_shown: bool = False
+) -> tuple[DocumentRecord, Path]:
+    """A document's file, only if the live collection holds it, it lies inside a watched
+    folder and, unless ``offline_shown`` (for those who may put it back), it is not offline."""
     live = catalog.live_collection()
     record = catalog.document(live.name, doc_id) if live else None
     if record is None:
         raise PreviewError(f"no indexed document {doc_id!r}")
+    if not offline_shown and live and doc_id in catalog.offline(live.name)[0]:
+        raise PreviewError(f"{doc_id!r} is taken offline (archived or rejected)")
     try:
         path = record.file_path.resolve(strict=True)
     except (OSError, RuntimeError) as error:
@@ -76,10 +80,22 @@ def cited_chunk(catalog: Catalog, chunk_id: str) -> tuple[list[dict[str, Any]], 
     return found
 
 
-def preview(settings: Settings, catalog: Catalog, chunk_id: str, *, dpi: int = 110) -> Preview:
+def preview(
+    settings: Settings,
+    catalog: Catalog,
+    chunk_id: str,
+    *,
+    dpi: int = 110,
+    offline_shown: bool = False,
+) -> Preview:
+    """The cited page or picture with the passage marked, and the passage in its text; an
+    offline document or passage only when ``offline_shown``."""
     rows, position = cited_chunk(catalog, chunk_id)
     row = rows[position]
-    record, path = source_file(settings, catalog, row["doc_id"])
+    record, path = source_file(settings, catalog, row["doc_id"], offline_shown=offline_shown)
+    live = catalog.live_collection()
+    if not offline_shown and live and chunk_id in catalog.offline(live.name)[1]:
+        raise PreviewError(f"{chunk_id!r} is taken offline (rejected)")
     context = passage_in_context(rows, position)
     page = row["page_start"]
     boxes = [box for box in row["bboxes"] if box["page"] == page]

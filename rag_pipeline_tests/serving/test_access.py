@@ -104,6 +104,17 @@ def test_a_token_for_one_workspace_never_finds_a_document_of_another(
     assert _search(url, "quokka", **bad_token).status_code == 401
 
 
+def test_the_search_apis_links_open_the_file_in_a_workspace_beyond_the_default(
+    two_teams: tuple[str, dict[str, str]],
+) -> None:
+    url, tokens = two_teams
+    admin = {"headers": {"Authorization": f"Bearer {tokens['admin']}"}}
+    [found] = _search(url, "quokka inventory", "client-b", **admin).json()
+    assert found["url"] == "/api/file?doc_id=uploads/quokka.md&workspace=client-b"
+    opened = httpx.get(url + found["url"], timeout=30, **admin)  # type: ignore[arg-type]
+    assert opened.status_code == 200 and b"quokka inventory" in opened.content
+
+
 def test_the_trusted_proxys_header_signs_its_user_in_and_names_no_one_else(
     two_teams: tuple[str, dict[str, str]],
 ) -> None:
