@@ -68,7 +68,7 @@ def test_the_search_api_groups_passages_by_document(assistant: Assistant) -> Non
     documents = assistant.search_documents("三峡大坝在哪里", k=3, owner=OWNER)
     first = documents[0]
     assert first["id"] == "docs/rivers.txt" and first["title"] == "rivers"
-    assert first["url"] == "/api/file?doc_id=docs/rivers.txt"  # no path of the server's
+    assert first["url"] == "/api/file?doc_id=docs/rivers.txt&workspace=default"  # no path
     assert "宜昌" in first["chunks"][0]["content"] and first["chunks"][0]["similarity"] > 0
     assert first["extra"]["source"]["doc_id"] == "docs/rivers.txt"
     assert first["extra"]["source"]["file_path"] == "rivers.txt"  # inside its watched folder

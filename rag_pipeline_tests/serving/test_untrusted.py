@@ -230,7 +230,7 @@ def test_an_upload_larger_than_the_limit_is_refused(served: str) -> None:
 def test_search_results_show_no_server_path(served: str, untrusted: Settings) -> None:
     documents = httpx.get(f"{served}/api/search", params={"q": "owls hunt at night"}).json()
     guide = next(document for document in documents if document["id"] == "docs/guide.md")
-    assert guide["url"] == "/api/file?doc_id=docs/guide.md"
+    assert guide["url"] == "/api/file?doc_id=docs/guide.md&workspace=default"
     assert guide["extra"]["source"]["file_path"] == "guide.md"
     home = str(untrusted.home.parent)
     assert home not in httpx.get(f"{served}/api/search", params={"q": "owls"}).text
