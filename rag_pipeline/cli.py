@@ -4,6 +4,7 @@ workspaces and users, open Dagster's UI."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import logging
@@ -69,6 +70,13 @@ def _parser() -> argparse.ArgumentParser:
         return sub
 
     index = command("index", _index, "Index the watched folders once, incrementally.")
+    command(
+        "watch",
+        _watch,
+        "Index every workspace's changes as they happen (file-system events, settled for "
+        "indexing.watch_settle_ms), until Ctrl-C or SIGTERM.",
+        per_workspace=False,
+    )
     index.add_argument(
         "--source",
         action="append",
@@ -586,6 +594,22 @@ def _serve(args: argparse.Namespace) -> int:
         serve(workspaces, host, port)
     finally:
         workspaces.close()
+    return 0
+
+
+def _watch(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from rag_pipeline.indexing.watch import watch
+
+    settings = _settings(args)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    folders = ", ".join(str(folder) for folder in settings.watched_folders)
+    print(f"watching {folders} (and every workspace's folders); Ctrl-C to stop", flush=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        watch(settings, stop)
     return 0
 
 

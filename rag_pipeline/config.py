@@ -71,6 +71,23 @@ class IndexingSettings(BaseModel):
     sensor_seconds: int = Field(
         30, ge=1, description="How often Dagster's sensor scans the watched folders."
     )
+    watch_settle_ms: int = Field(
+        1000,
+        ge=50,
+        description="`rag-pipeline watch`: a change is indexed once the folders have been quiet "
+        "this long (a file written in pieces is indexed once, whole).",
+    )
+    watch_rescan_seconds: float = Field(
+        600.0,
+        gt=0,
+        description="`rag-pipeline watch`: a full scan this often besides the file-system "
+        "events, for changes no event told of.",
+    )
+    watch_polling: bool = Field(
+        False,
+        description="`rag-pipeline watch` polls the folders instead of waiting for events "
+        "(network mounts that deliver none).",
+    )
     run_documents: int = Field(
         1000,
         ge=1,
@@ -363,10 +380,11 @@ class RetrievalSettings(BaseModel):
     identifier_documents: int = Field(
         3,
         ge=0,
-        description="Exact identifiers first: a question's word that mixes letters and digits "
-        "(zq0042, A-113, FY2023) or is written in capitals (a ticker) is rare when the passages "
-        "the keyword search found hold it in at most this many documents; the passages holding "
-        "a rare one come first, before any that only the dense model found. 0: off.",
+        description="Exact identifiers first: in a look-up (a query of at most "
+        "sparse_query_terms keyword terms), a word that mixes letters and digits (zq0042, "
+        "A-113) or is written in capitals (a ticker) is rare when the passages the keyword "
+        "search found hold it in at most this many documents; the passages holding a rare one "
+        "come first, before any that only the dense model found. 0: off.",
     )
     page_passages: int | None = Field(
         None,

@@ -420,7 +420,7 @@ class Retriever:
             )
         if config.named_year_weight and (years := _years_in(query)):
             candidates = _of_named_years(candidates, years, config.named_year_weight, depth)
-        if config.identifier_documents:
+        if config.identifier_documents and self._looks_up(query, config):
             candidates = _identifiers_first(
                 candidates, query, nearest.sparse, config.identifier_documents
             )
@@ -432,6 +432,13 @@ class Retriever:
             if config.min_score is None or candidate.score >= config.min_score
         ]
         return candidates, passages
+
+    def _looks_up(self, query: str, config: RetrievalSettings) -> bool:
+        """Whether ``query`` is short enough to be a look-up (of at most ``sparse_query_terms``
+        keyword terms): there an identifier is what is asked for; in a long question it is one
+        detail among many (a fiscal year, a form's name)."""
+        limit = config.sparse_query_terms
+        return limit is None or (self.sparse.query_terms(query) or 0) <= limit
 
     def _for_query(self, query: str, config: RetrievalSettings) -> RetrievalSettings:
         """``config``, with the dense weight lowered when the dense model does not know the

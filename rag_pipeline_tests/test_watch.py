@@ -1,0 +1,85 @@
+"""Live folders: `rag-pipeline watch` indexes a change once it settles."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from rag_pipeline.catalog import Catalog
+from rag_pipeline.cli import main
+from rag_pipeline.config import Settings, load_settings
+from rag_pipeline.indexing.incremental import IndexOutcome
+from rag_pipeline.indexing.watch import watch
+from rag_pipeline.workspaces import Workspace
+
+SETTLE_MS = 700
+
+
+@pytest.fixture
+def watching(home: Path, source: Path) -> Iterator[tuple[Settings, list[IndexOutcome]]]:
+    """The watcher running on ``source`` in a thread: (settings, each pass's outcome)."""
+    assert main(["index", "--home", str(home), "--source", str(source)]) == 0
+    settings = load_settings(home, indexing={"watch_settle_ms": SETTLE_MS})
+    passes: list[IndexOutcome] = []
+    stop = threading.Event()
+
+    def record(_: Workspace, outcome: IndexOutcome) -> None:
+        passes.append(outcome)
+
+    watcher = threading.Thread(target=watch, args=(settings, stop, record))
+    watcher.start()
+    time.sleep(1)  # the first pass and the watch set up
+    try:
+        yield settings, passes
+    finally:
+        stop.set()
+        watcher.join(timeout=30)
+        assert not watcher.is_alive()
+
+
+def _indexed(settings: Settings) -> dict[str, int]:
+    """doc_id -> chunks of the indexed documents."""
+    with Catalog(settings) as catalog:
+        live = catalog.live_collection()
+        records = catalog.documents(live.name) if live else {}
+    return {doc_id: r.chunks for doc_id, r in records.items() if r.state == "indexed"}
+
+
+def _within(seconds: float, condition: Callable[[], bool]) -> float:
+    """How long ``condition`` took to hold; fails after ``seconds``."""
+    started = time.monotonic()
+    while not condition():
+        assert time.monotonic() - started < seconds, "not within the wait"
+        time.sleep(0.1)
+    return time.monotonic() - started
+
+
+def test_a_dropped_file_is_indexed_once_it_settles_and_a_deleted_one_goes(
+    watching: tuple[Settings, list[IndexOutcome]], source: Path
+) -> None:
+    settings, passes = watching
+    (source / "heron.md").write_text("# Herons\n\nHerons stand still in water.\n", "utf-8")
+    _within(30, lambda: "docs/heron.md" in _indexed(settings))
+
+    # Written in pieces, each sooner than the settle time after the last: indexed once, whole.
+    before = len(passes)
+    with (source / "owls.md").open("w", encoding="utf-8") as note:
+        for piece in ("# Owls\n\n", "Owls hunt at night. ", "Their flight is silent.\n"):
+            note.write(piece)
+            note.flush()
+            time.sleep(SETTLE_MS / 1000 / 3)
+    _within(30, lambda: "docs/owls.md" in _indexed(settings))
+    indexing_owls = [p for p in passes[before:] if "docs/owls.md" in p.diff.to_process]
+    assert len(indexing_owls) == 1
+    with Catalog(settings) as catalog:
+        live = catalog.live_collection()
+        assert live is not None
+        rows = [row for row in catalog.chunk_rows(live.name) if row["doc_id"] == "docs/owls.md"]
+    assert "silent" in " ".join(row["text"] for row in rows)
+
+    (source / "heron.md").unlink()
+    _within(30, lambda: "docs/heron.md" not in _indexed(settings))
