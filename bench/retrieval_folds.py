@@ -170,6 +170,15 @@ def main() -> None:
                     for name, by_fold in table[best].items()
                 )
             )
+        print("\nthe 8 best combinations by the mean of all four halves (dataset fold A / fold B):")
+        for key in sorted(
+            table, key=lambda key: -statistics.fmean([mean_on(key, fold) for fold in FOLDS])
+        )[:8]:
+            figures = "  ".join(
+                f"{name} {by_fold['A']:.4f} / {by_fold['B']:.4f}"
+                for name, by_fold in table[key].items()
+            )
+            print(f"  {key}: {figures}")
         print("\neach setting alone, the others as configured (dataset fold A / fold B):")
         for key, values in GRID.items():
             for value in values:

@@ -370,12 +370,13 @@ class RetrievalSettings(BaseModel):
         "queries are not scaled (see bench/README.md).",
     )
     page_weight: float = Field(
-        0.5,
+        0.0,
         ge=0,
         description="Page context: each passage on a page (PDF, slide) gains this weight × the "
         "fused scores of the other passages found on the same page, so a page that several "
         "passages match (a statement's rows, its title) rises above one matched once. "
-        "Passages without a page are not affected. 0: off (see bench/README.md).",
+        "Passages without a page are not affected. 0: off, the default: it filled the first "
+        "passages with one or two pages (bench/retrieval_folds.py).",
     )
     identifier_documents: int = Field(
         3,
@@ -383,16 +384,16 @@ class RetrievalSettings(BaseModel):
         description="Exact identifiers first: in a look-up (a query of at most "
         "sparse_query_terms keyword terms), a word that mixes letters and digits (zq0042, "
         "A-113) or is written in capitals (a ticker) is rare when the passages the keyword "
-        "search found hold it in at most this many documents; the passages holding a rare one "
-        "come first, before any that only the dense model found. 0: off.",
+        "search found hold it in at most this many documents; no passage that only the dense "
+        "model found comes before one holding a rare identifier. 0: off.",
     )
     page_passages: int | None = Field(
-        None,
+        1,
         ge=1,
         description="Diversity: at most this many passages of one page (PDF, slide) come before "
         "the passages of pages not yet shown; the others follow, in order. The answerer reads "
         "the first top_k passages: five of one page leave out the pages beside it. None: off "
-        "(see bench/README.md).",
+        "(chosen by bench/retrieval_folds.py).",
     )
     freshness_half_life_days: float | None = Field(
         None,

@@ -466,11 +466,11 @@ _IDENTIFIER = re.compile(
 def _identifiers_first(
     candidates: list[Candidate], query: str, keyword_hits: list[Hit], most_documents: int
 ) -> list[Candidate]:
-    """The candidates holding one of the query's rare identifiers first, in order, then the
-    others in order. An identifier is rare when the keyword search's passages hold it in at
-    least one and at most ``most_documents`` documents: fusion gives a passage that only the
-    keyword side found (an exact code) no more than the dense side's best guess, and would tie
-    the two."""
+    """The candidates with those that only the dense side found moved after every candidate
+    holding one of the query's rare identifiers; the others keep their order. An identifier is
+    rare when the keyword search's passages hold it in at least one and at most
+    ``most_documents`` documents: fusion gives a passage that only the keyword side found (an
+    exact code) no more than the dense side's best guess, and would tie the two."""
     patterns = [
         re.compile(rf"(?<![\w-]){re.escape(word)}(?![\w-])", re.IGNORECASE)
         for word in dict.fromkeys(_IDENTIFIER.findall(query))
@@ -482,11 +482,22 @@ def _identifiers_first(
         <= len({hit.payload.get("doc_id") for hit in keyword_hits if pattern.search(_text(hit))})
         <= most_documents
     ]
-    if not rare:
+    holding = [i for i, c in enumerate(candidates) if any(p.search(c.text) for p in rare)]
+    if not holding:
         return candidates
-    holding = [c for c in candidates if any(pattern.search(c.text) for pattern in rare)]
-    held = {id(candidate) for candidate in holding}
-    return holding + [candidate for candidate in candidates if id(candidate) not in held]
+    last = holding[-1]
+    held = set(holding)
+
+    def dense_only(index: int) -> bool:
+        candidate = candidates[index]
+        return index not in held and candidate.sparse_rank is None
+
+    before = range(last + 1)
+    return (
+        [candidates[i] for i in before if not dense_only(i)]
+        + [candidates[i] for i in before if dense_only(i)]
+        + candidates[last + 1 :]
+    )
 
 
 def _text(hit: Hit) -> str:

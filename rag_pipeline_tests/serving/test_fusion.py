@@ -199,14 +199,18 @@ def test_a_page_that_several_passages_match_rises_above_a_page_matched_once(
         ],
         sparse=[],
     )
-    # Reciprocal ranks, with the default page weight (0.5) and without.
-    alone_settings = load_settings(tmp_path, retrieval={"fusion": "rrf", "page_weight": 0})
+    # Reciprocal ranks, with a page weight of 0.5 and without (the default); no diversity.
+    alone_settings = load_settings(
+        tmp_path, retrieval={"fusion": "rrf", "page_weight": 0, "page_passages": None}
+    )
     alone = Retriever(alone_settings, store=None)  # type: ignore[arg-type]
     ranked, _ = alone.rank("cash flow statement", nearest, keep=5)
     assert [c.point_id for c in ranked] == ["lone", "title", "notes", "rows", "other report"]
     assert all(c.page_score is None for c in ranked)
 
-    in_context_settings = load_settings(tmp_path, retrieval={"fusion": "rrf"})
+    in_context_settings = load_settings(
+        tmp_path, retrieval={"fusion": "rrf", "page_weight": 0.5, "page_passages": None}
+    )
     in_context = Retriever(in_context_settings, store=None)  # type: ignore[arg-type]
     ranked, _ = in_context.rank("cash flow statement", nearest, keep=5)
     assert [c.point_id for c in ranked][:3] == ["title", "rows", "lone"]
