@@ -381,8 +381,8 @@ class RetrievalSettings(BaseModel):
     identifier_documents: int = Field(
         3,
         ge=0,
-        description="Exact identifiers first: in a look-up (a query of at most "
-        "sparse_query_terms keyword terms), a word that mixes letters and digits (zq0042, "
+        description="Exact identifiers first: in a look-up (a query of at most 4 keyword "
+        "terms), a word that mixes letters and digits (zq0042, "
         "A-113) or is written in capitals (a ticker) is rare when the passages the keyword "
         "search found hold it in at most this many documents; no passage that only the dense "
         "model found comes before one holding a rare identifier. 0: off.",

@@ -420,7 +420,7 @@ class Retriever:
             )
         if config.named_year_weight and (years := _years_in(query)):
             candidates = _of_named_years(candidates, years, config.named_year_weight, depth)
-        if config.identifier_documents and self._looks_up(query, config):
+        if config.identifier_documents and self._looks_up(query):
             candidates = _identifiers_first(
                 candidates, query, nearest.sparse, config.identifier_documents
             )
@@ -433,12 +433,12 @@ class Retriever:
         ]
         return candidates, passages
 
-    def _looks_up(self, query: str, config: RetrievalSettings) -> bool:
-        """Whether ``query`` is short enough to be a look-up (of at most ``sparse_query_terms``
-        keyword terms): there an identifier is what is asked for; in a long question it is one
-        detail among many (a fiscal year, a form's name)."""
-        limit = config.sparse_query_terms
-        return limit is None or (self.sparse.query_terms(query) or 0) <= limit
+    def _looks_up(self, query: str) -> bool:
+        """Whether ``query`` is a look-up of a few words (``_LOOKUP_TERMS`` keyword terms at
+        most): there an identifier is what is asked for; in a question it is one detail among
+        many (a fiscal year, a company's name), and moving passages for it cost questions on
+        financebench-dev."""
+        return (self.sparse.query_terms(query) or 0) <= _LOOKUP_TERMS
 
     def _for_query(self, query: str, config: RetrievalSettings) -> RetrievalSettings:
         """``config``, with the dense weight lowered when the dense model does not know the
@@ -456,6 +456,7 @@ class Retriever:
         return config.model_copy(update=weights) if weights else config
 
 
+_LOOKUP_TERMS = 4  # a query of at most this many keyword terms is a look-up (see _looks_up)
 # A word mixing letters and digits (part numbers, codes), or of capitals only (tickers).
 _IDENTIFIER = re.compile(
     r"(?<![\w-])(?=[\w./-]*\d)(?=[\w./-]*[^\W\d_])\w[\w./-]*\w(?![\w-])"
