@@ -394,9 +394,12 @@ class Retriever:
     ) -> tuple[list[Candidate], list[Candidate]]:
         """(every candidate in final order, the passages to answer from).
 
-        Fused (by ``fusion``, default the settings'), the best ``rerank_candidates`` reranked
-        when a reranker is configured and ``rerank`` (they then come first, in rerank order),
-        the first ``keep`` kept if they reach ``min_score``.
+        Fused (by ``fusion``, default the settings'), with page context when configured; the
+        best ``rerank_candidates`` reranked when a reranker is configured and ``rerank`` (they
+        then come first, in rerank order); freshness and the named year added; in a look-up,
+        no dense guess before a passage holding a rare identifier; at most ``page_passages``
+        of a page before the pages not yet shown; the first ``keep`` kept if they reach
+        ``min_score``.
         """
         config = self._for_query(query, fusion or self.settings.retrieval)
         timings = {} if timings is None else timings
@@ -421,7 +424,7 @@ class Retriever:
         if config.named_year_weight and (years := _years_in(query)):
             candidates = _of_named_years(candidates, years, config.named_year_weight, depth)
         if config.identifier_documents and self._looks_up(query):
-            candidates = _identifiers_first(
+            candidates = _identifiers_before_dense_guesses(
                 candidates, query, nearest.sparse, config.identifier_documents
             )
         if config.page_passages is not None:
@@ -438,7 +441,8 @@ class Retriever:
         most): there an identifier is what is asked for; in a question it is one detail among
         many (a fiscal year, a company's name), and moving passages for it cost questions on
         financebench-dev."""
-        return (self.sparse.query_terms(query) or 0) <= _LOOKUP_TERMS
+        terms = self.sparse.query_terms(query)  # None for SPLADE, which expands the query
+        return (len(query.split()) if terms is None else terms) <= _LOOKUP_TERMS
 
     def _for_query(self, query: str, config: RetrievalSettings) -> RetrievalSettings:
         """``config``, with the dense weight lowered when the dense model does not know the
@@ -456,7 +460,7 @@ class Retriever:
         return config.model_copy(update=weights) if weights else config
 
 
-_LOOKUP_TERMS = 4  # a query of at most this many keyword terms is a look-up (see _looks_up)
+_LOOKUP_TERMS = 4  # a query of at most this many keyword terms is a look-up (Retriever._looks_up)
 # A word mixing letters and digits (part numbers, codes), or of capitals only (tickers).
 _IDENTIFIER = re.compile(
     r"(?<![\w-])(?=[\w./-]*\d)(?=[\w./-]*[^\W\d_])\w[\w./-]*\w(?![\w-])"
@@ -464,7 +468,7 @@ _IDENTIFIER = re.compile(
 )
 
 
-def _identifiers_first(
+def _identifiers_before_dense_guesses(
     candidates: list[Candidate], query: str, keyword_hits: list[Hit], most_documents: int
 ) -> list[Candidate]:
     """The candidates with those that only the dense side found moved after every candidate
