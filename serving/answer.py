@@ -4,7 +4,8 @@ endpoint, or a local transformers model.
 The passages an answer may use are numbered [1], [2], … in retrieval order. Whatever writes the
 answer, its text goes through :class:`CitationFilter`, which drops markers that point to no
 passage (a model inventing [7] of five) and records which passages were cited. With no passage
-to go on, the answer says so and repeats the query and filters that found nothing.
+to go on, the answer says so and repeats the query and filters that found nothing; with passages
+but nothing quoted from them, it says so and cites the closest ones, so their evidence shows.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ Message = dict[str, str]  # {"role": "user" | "assistant", "content": ...}
 
 _MARKER = re.compile(r"\[(\d+(?:\s*[,，、]\s*\d+)*)\]")
 _LONGEST_MARKER = 24  # characters held back while a "[" may still open a marker
+_CLOSEST = 3  # passages cited when the answerer found nothing in them to quote
 
 
 class AnswerError(RuntimeError):
@@ -38,6 +40,7 @@ _PHRASES = {
     "en": {
         "lead": "From the documents:",
         "nothing": "I found nothing in the indexed documents that answers this.",
+        "closest": "Nothing here answers this directly. The closest passages:",
         "searched": "Searched for",
         "filters": "with filters",
         "no_filters": "with no filters",
@@ -45,6 +48,7 @@ _PHRASES = {
     "zh": {
         "lead": "根据文档：",
         "nothing": "在已索引的文档中没有找到能回答这个问题的内容。",
+        "closest": "这里没有能直接回答这个问题的内容。最接近的段落：",
         "searched": "检索词",
         "filters": "筛选条件",
         "no_filters": "未设筛选条件",
@@ -99,9 +103,11 @@ def answer(
         yield state
     state.text = (state.text + citations.flush()).strip()
     state.cited = citations.cited
-    if not state.text:
+    if not state.text:  # passages found, none quoted: show them, cited, rather than nothing
         state.supported = False
-        state.text = nothing_found(question, retrieval)
+        state.cited = list(range(1, min(len(passages), _CLOSEST) + 1))
+        markers = " ".join(f"[{number}]" for number in state.cited)
+        state.text = f"{phrases(question)['closest']} {markers}"
     yield state
 
 

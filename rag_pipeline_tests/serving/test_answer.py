@@ -72,6 +72,14 @@ def test_with_no_passages_the_answer_says_so_and_shows_the_query_and_filters() -
     assert "found nothing" in final.text and "“q”" in final.text and '"lang": ["en"]' in final.text
 
 
+def test_passages_with_nothing_to_quote_are_still_shown_cited() -> None:
+    passages = [_passage(f"Passage {n} about otters.") for n in range(1, 6)]
+    final = list(answer(_Scripted(), "Why do otters hold hands?", [], _retrieval(*passages)))[-1]
+    assert not final.supported
+    assert final.text == "Nothing here answers this directly. The closest passages: [1] [2] [3]"
+    assert final.cited == [1, 2, 3]
+
+
 def test_a_chinese_question_gets_a_chinese_answer_frame() -> None:
     final = list(answer(_Scripted(), "三峡大坝在哪里？", [], _retrieval()))[-1]
     assert "没有找到" in final.text
