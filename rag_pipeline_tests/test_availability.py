@@ -303,3 +303,24 @@ def test_an_offline_document_is_neither_served_nor_previewed_to_a_reader_but_is_
         assert cli("reject", "docs/otters.md", "--home", home, "--chunk", "0").code == 0
         assert status("/api/preview", {"chunk_id": chunk}, "reader") == 404  # the passage
         assert status("/api/preview", {"chunk_id": chunk}, "editor") == 200
+        # A passage offline is not shown as the context of its neighbour either.
+        (source / "beavers.md").write_text(BEAVERS, "utf-8")
+        assert cli("index", "--home", home).code == 0
+        lodge = next(
+            hit["chunk_id"]
+            for hit in cli("query", LODGE, "--home", home, "--json").json()
+            if "underwater entrance" in hit["text"]
+        )
+
+        def preview(user: str) -> str:
+            auth = (user, f"{user}-password")
+            shown = httpx.get(
+                server.url + "/api/preview", params={"chunk_id": lodge}, auth=auth, timeout=60
+            )
+            assert shown.status_code == 200
+            return shown.text
+
+        assert "Dam number 15" in preview("reader")  # the chunk before, as context
+        assert cli("reject", "docs/beavers.md", "--home", home, "--chunk", "0").code == 0
+        assert "Dam number 15" not in preview("reader")
+        assert "Dam number 15" in preview("editor")

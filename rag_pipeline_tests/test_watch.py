@@ -32,7 +32,8 @@ def watching(home: Path, source: Path) -> Iterator[tuple[Settings, list[IndexOut
 
     watcher = threading.Thread(target=watch, args=(settings, stop, record))
     watcher.start()
-    time.sleep(1)  # the first pass and the watch set up
+    _within(30, lambda: bool(passes))  # the first pass
+    time.sleep(1)  # and the watch set up after it
     try:
         yield settings, passes
     finally:
@@ -72,9 +73,13 @@ def test_a_dropped_file_is_indexed_once_it_settles_and_a_deleted_one_goes(
             note.write(piece)
             note.flush()
             time.sleep(SETTLE_MS / 1000 / 3)
-    _within(30, lambda: "docs/owls.md" in _indexed(settings))
-    indexing_owls = [p for p in passes[before:] if "docs/owls.md" in p.diff.to_process]
-    assert len(indexing_owls) == 1
+
+    def indexing_owls() -> list[IndexOutcome]:
+        return [p for p in passes[before:] if "docs/owls.md" in p.diff.to_process]
+
+    _within(30, lambda: bool(indexing_owls()))
+    time.sleep(3 * SETTLE_MS / 1000)  # time enough for a second pass, were one coming
+    assert len(indexing_owls()) == 1 and "docs/owls.md" in _indexed(settings)
     with Catalog(settings) as catalog:
         live = catalog.live_collection()
         assert live is not None

@@ -27,6 +27,7 @@ import hmac
 import ipaddress
 import json
 import logging
+import math
 import os
 import secrets
 import threading
@@ -49,6 +50,9 @@ from rag_pipeline.config import (
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1}
 _REALM = 'Basic realm="rag-pipeline", charset="UTF-8"'
 _VERIFIED_SECONDS = 300.0  # a checked password is not hashed again on each request meanwhile
+# A password checked right this recently is not held back by its user name's wait (a guesser of
+# that name must not lock its owner out); it is hashed again all the same.
+_REMEMBERED_SECONDS = 86_400.0
 
 
 logger = logging.getLogger("rag_pipeline.serving.access")
@@ -71,7 +75,7 @@ class Throttle:
     nothing more; after that each try waits ``delay`` seconds, doubling with every further wrong
     one, up to ``cap``. A right password clears its keys."""
 
-    _MOST_KEYS = 100_000  # beyond this, keys whose wait is over are forgotten
+    _MOST_KEYS = 100_000  # beyond this, keys quiet for longer than the cap are forgotten
 
     def __init__(
         self,
@@ -83,6 +87,7 @@ class Throttle:
         self.free, self.delay, self.cap, self._clock = free, delay, cap, clock
         self._lock = threading.Lock()
         self._wrong: dict[str, tuple[int, float]] = {}  # key -> (wrong in a row, allowed from)
+        self._pruned = float("-inf")
 
     def wait(self, keys: Iterable[str]) -> float:
         """Seconds until a try with ``keys`` is allowed (0: now)."""
@@ -95,11 +100,13 @@ class Throttle:
         now = self._clock()
         waits = []
         with self._lock:
-            if len(self._wrong) > self._MOST_KEYS:
-                self._wrong = {k: v for k, v in self._wrong.items() if v[1] > now}
+            if len(self._wrong) > self._MOST_KEYS and now - self._pruned > self.cap:
+                # A key still being guessed (allowed again within a cap) keeps its count.
+                self._wrong = {k: v for k, v in self._wrong.items() if v[1] + self.cap > now}
+                self._pruned = now
             for key in keys:
                 count = self._wrong.get(key, (0, now))[0] + 1
-                beyond = count - self.free
+                beyond = min(count - self.free, 64)  # 2**64 × any delay is past any cap
                 wait = 0.0 if beyond <= 0 else min(self.cap, self.delay * 2 ** (beyond - 1))
                 self._wrong[key] = (count, now + wait)
                 waits.append(wait)
@@ -299,7 +306,12 @@ class Authenticator:
             return None
         throttle = self._throttle
         keys = [f"user:{name}", f"client:{client}"]
-        if (wait := throttle.wait(keys)) > 0:
+        known_good = (
+            remembered is not None
+            and remembered[0] == name
+            and now - remembered[1] < _REMEMBERED_SECONDS
+        )
+        if (wait := throttle.wait(keys[1:] if known_good else keys)) > 0:
             raise Throttled(wait)
         grants = access.users.get(name)
         known = grants is not None and bool(grants.password_hash)
@@ -315,7 +327,8 @@ class Authenticator:
             return None
         throttle.succeeded(keys)
         with self._lock:
-            self._verified[key] = (name, now)
+            if self._access is access:  # not a password the settings changed while it was hashed
+                self._verified[key] = (name, now)
         return User(name, grants)
 
 
@@ -384,14 +397,26 @@ _UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 
 
 def _foreign_origin(scope: dict[str, Any], headers: Mapping[str, str]) -> bool:
-    """A browser's write (an upload, a Gradio event) or WebSocket from a page of another site.
-    A request without ``Origin`` is no browser's cross-site one (agents, gradio_client)."""
+    """A browser's write (an upload, a Gradio event) or WebSocket from a page of another site:
+    its ``Origin`` is neither the ``Host`` asked for nor the ``X-Forwarded-Host`` a reverse
+    proxy that rewrites ``Host`` passes on (a page of another site cannot set that header
+    without a preflight, which is refused). A request without ``Origin`` is no browser's
+    cross-site one (agents, gradio_client)."""
     origin = headers.get("origin")
     if origin is None:
         return False
     if scope["type"] == "http" and scope.get("method", "GET") not in _UNSAFE_METHODS:
         return False
-    return origin.partition("://")[2].rstrip("/") != headers.get("host", "")
+    scheme, _, host = origin.lower().partition("://")
+    allowed = {headers.get("host", ""), *headers.get("x-forwarded-host", "").split(",")[:1]}
+    return _without_default_port(scheme, host.rstrip("/")) not in {
+        _without_default_port(scheme, name.strip().lower()) for name in allowed if name
+    }
+
+
+def _without_default_port(scheme: str, host: str) -> str:
+    default = {"http": ":80", "https": ":443"}.get(scheme)
+    return host.removesuffix(default) if default else host
 
 
 def _with_page_headers(send: Send) -> Send:
@@ -423,7 +448,7 @@ async def _refuse(
     headers = [(b"www-authenticate", _REALM.encode())] if status == 401 else []
     if retry_after is not None:
         status, detail = 429, str(Throttled(retry_after))
-        headers = [(b"retry-after", str(max(1, round(retry_after))).encode())]
+        headers = [(b"retry-after", str(max(1, math.ceil(retry_after))).encode())]
     headers += list(PAGE_HEADERS.items())
     await send(
         {

@@ -56,7 +56,7 @@ def source_file(
     if record is None:
         raise PreviewError(f"no indexed document {doc_id!r}")
     if not offline_shown and live and doc_id in catalog.offline(live.name)[0]:
-        raise PreviewError(f"{doc_id!r} is taken offline (archived or rejected)")
+        raise PreviewError(f"no indexed document {doc_id!r}")  # as if it were not there
     try:
         path = record.file_path.resolve(strict=True)
     except (OSError, RuntimeError) as error:
@@ -94,8 +94,13 @@ def preview(
     row = rows[position]
     record, path = source_file(settings, catalog, row["doc_id"], offline_shown=offline_shown)
     live = catalog.live_collection()
-    if not offline_shown and live and chunk_id in catalog.offline(live.name)[1]:
-        raise PreviewError(f"{chunk_id!r} is taken offline (rejected)")
+    if not offline_shown and live:
+        offline = set(catalog.offline(live.name)[1])
+        if chunk_id in offline:
+            raise PreviewError(f"{chunk_id!r} is not in the index (the document changed since?)")
+        # Its neighbours are shown around it: not one taken offline.
+        rows = [r for i, r in enumerate(rows) if i == position or r["chunk_id"] not in offline]
+        position = next(i for i, r in enumerate(rows) if r["chunk_id"] == chunk_id)
     context = passage_in_context(rows, position)
     page = row["page_start"]
     boxes = [box for box in row["bboxes"] if box["page"] == page]

@@ -396,9 +396,9 @@ class Retriever:
 
         Fused (by ``fusion``, default the settings'), with page context when configured; the
         best ``rerank_candidates`` reranked when a reranker is configured and ``rerank`` (they
-        then come first, in rerank order); freshness and the named year added; in a look-up,
-        no dense guess before a passage holding a rare identifier; at most ``page_passages``
-        of a page before the pages not yet shown; the first ``keep`` kept if they reach
+        then come first, in rerank order); freshness and the named year added; at most
+        ``page_passages`` of a page before the pages not yet shown; in a look-up, no dense
+        guess before a passage holding a rare identifier; the first ``keep`` kept if they reach
         ``min_score``.
         """
         config = self._for_query(query, fusion or self.settings.retrieval)
@@ -423,12 +423,12 @@ class Retriever:
             )
         if config.named_year_weight and (years := _years_in(query)):
             candidates = _of_named_years(candidates, years, config.named_year_weight, depth)
+        if config.page_passages is not None:
+            candidates = _diversified(candidates, config.page_passages)
         if config.identifier_documents and self._looks_up(query):
             candidates = _identifiers_before_dense_guesses(
                 candidates, query, nearest.sparse, config.identifier_documents
             )
-        if config.page_passages is not None:
-            candidates = _diversified(candidates, config.page_passages)
         passages = [
             candidate
             for candidate in candidates[:keep]
