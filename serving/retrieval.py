@@ -401,7 +401,8 @@ class Retriever:
         guess before a passage holding a rare identifier; the first ``keep`` kept if they reach
         ``min_score``.
         """
-        config = self._for_query(query, fusion or self.settings.retrieval)
+        terms = self.sparse.query_terms(query)  # None for SPLADE, which expands the query
+        config = self._for_query(query, terms, fusion or self.settings.retrieval)
         timings = {} if timings is None else timings
         with _timed(timings, "fuse"):
             candidates = fuse(nearest, config)
@@ -425,7 +426,7 @@ class Retriever:
             candidates = _of_named_years(candidates, years, config.named_year_weight, depth)
         if config.page_passages is not None:
             candidates = _diversified(candidates, config.page_passages)
-        if config.identifier_documents and self._looks_up(query):
+        if config.identifier_documents and _looks_up(query, terms):
             candidates = _identifiers_before_dense_guesses(
                 candidates, query, nearest.sparse, config.identifier_documents
             )
@@ -436,31 +437,34 @@ class Retriever:
         ]
         return candidates, passages
 
-    def _looks_up(self, query: str) -> bool:
-        """Whether ``query`` is a look-up of a few words (``_LOOKUP_TERMS`` keyword terms at
-        most): there an identifier is what is asked for; in a question it is one detail among
-        many (a fiscal year, a company's name), and moving passages for it cost questions on
-        financebench-dev."""
-        terms = self.sparse.query_terms(query)  # None for SPLADE, which expands the query
-        return (len(query.split()) if terms is None else terms) <= _LOOKUP_TERMS
-
-    def _for_query(self, query: str, config: RetrievalSettings) -> RetrievalSettings:
+    def _for_query(
+        self, query: str, terms: int | None, config: RetrievalSettings
+    ) -> RetrievalSettings:
         """``config``, with the dense weight lowered when the dense model does not know the
         query's language (an English model asked in Chinese ranks close to at random), and the
-        keyword weight lowered for a question of more than ``sparse_query_terms`` terms."""
+        keyword weight lowered for a question of more than ``sparse_query_terms`` keyword
+        ``terms``."""
         weights: dict[str, float] = {}
         if self._dense_languages is not None and (
             detect_language(query) not in self._dense_languages
         ):
             weights["dense_weight"] = config.foreign_dense_weight
-        if config.sparse_query_terms is not None:
-            terms = self.sparse.query_terms(query)
-            if terms and terms > config.sparse_query_terms:
-                weights["sparse_weight"] = config.sparse_weight * config.sparse_query_terms / terms
+        if config.sparse_query_terms is not None and terms and terms > config.sparse_query_terms:
+            weights["sparse_weight"] = config.sparse_weight * config.sparse_query_terms / terms
         return config.model_copy(update=weights) if weights else config
 
 
-_LOOKUP_TERMS = 4  # a query of at most this many keyword terms is a look-up (Retriever._looks_up)
+_LOOKUP_TERMS = 4  # a query of at most this many keyword terms is a look-up (_looks_up)
+
+
+def _looks_up(query: str, terms: int | None) -> bool:
+    """Whether ``query`` (of ``terms`` keyword terms; None: count its words) is a look-up of a
+    few words: there an identifier is what is asked for; in a question it is one detail among
+    many (a fiscal year, a company's name), and moving passages for it cost questions on
+    financebench-dev."""
+    return (len(query.split()) if terms is None else terms) <= _LOOKUP_TERMS
+
+
 # A word mixing letters and digits (part numbers, codes), or of capitals only (tickers).
 _IDENTIFIER = re.compile(
     r"(?<![\w-])(?=[\w./-]*\d)(?=[\w./-]*[^\W\d_])\w[\w./-]*\w(?![\w-])"
