@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+import shutil
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,11 +13,43 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pytest
 
 from rag_pipeline.cli import main
-from rag_pipeline.config import load_settings
+from rag_pipeline.config import EmbeddingSettings, load_settings
 from rag_pipeline.defs.instance import POSTGRES_DAGSTER_ENVIRONMENT
+from rag_pipeline.embedding.models import OFFLINE_DENSE_MODELS, load_dense_model, load_sparse_model
+from rag_pipeline.faults import FAULT_ENV, FAULT_ONCE_ENV
+from rag_pipeline_tests.documents import long_pdf
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance
+    from playwright.sync_api import Browser
+
+# What a test uses marks it (README: `pytest -m "not slow"` is the everyday run). Tests that
+# start dagster-daemons request ``dagster_daemons``; those killing a process at a fault point,
+# ``kill_at``.
+FIXTURE_MARKERS = {
+    "postgres_url": ("postgres",),
+    "browser": ("browser", "slow"),
+    "dagster_daemons": ("daemon", "slow"),
+    "kill_at": ("faults",),
+    "endless_pdf": ("slow",),  # waits out a parser's time limit
+    "long_scan": ("slow",),  # OCR of sixty pages
+}
+# The param of a fixture over backends (the catalog's, Dagster's, the locks') that runs the test
+# on PostgreSQL; it requests ``postgres_url`` or reads ``POSTGRES_URL`` only then.
+POSTGRES_PARAM = "postgres"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        markers = {marker for name in names for marker in FIXTURE_MARKERS.get(name, ())}
+        callspec = getattr(item, "callspec", None)
+        if (callspec and POSTGRES_PARAM in callspec.params.values()) or (
+            needs_postgres.mark in item.iter_markers()
+        ):
+            markers.add("postgres")
+        for marker in sorted(markers):
+            item.add_marker(marker)
 
 
 def _has_tesseract() -> bool:
@@ -59,6 +93,38 @@ def postgres_url() -> Iterator[str]:
     yield f"{POSTGRES_URL}{separator}options={quote(f'-csearch_path={schema}')}"
     connection.cursor().execute(f"DROP SCHEMA {schema} CASCADE")
     connection.close()
+
+
+def _loaded_once(load: Callable[[EmbeddingSettings, Path], Any]) -> Callable[..., Any]:
+    """``load``, returning the model it loaded before for the same settings: every embedding
+    setting, and the home where the model is downloaded into it (the offline models and BM25
+    need no download)."""
+    models: dict[tuple[str, Path | None], Any] = {}
+    lock = threading.Lock()  # the indexer loads its models in a thread of its own
+
+    def load_once(settings: EmbeddingSettings, home: Path) -> Any:
+        downloaded = settings.dense_model not in OFFLINE_DENSE_MODELS or settings.splade_model
+        key = (settings.model_dump_json(), home if downloaded else None)
+        with lock:
+            if key not in models:
+                models[key] = load(settings, home)
+            return models[key]
+
+    return load_once
+
+
+@pytest.fixture(scope="session", autouse=True)
+def text_encoders_loaded_once() -> Iterator[None]:
+    """Each text encoder's model loaded once per test process rather than by every indexer and
+    query, as a long-running server keeps it (a model keeps nothing of the texts it embeds)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(
+            "rag_pipeline.embedding.dense.load_dense_model", _loaded_once(load_dense_model)
+        )
+        patch.setattr(
+            "rag_pipeline.embedding.sparse.load_sparse_model", _loaded_once(load_sparse_model)
+        )
+        yield
 
 
 @pytest.fixture(autouse=True)
@@ -131,3 +197,79 @@ def source(tmp_path: Path) -> Path:
     folder = tmp_path / "docs"
     folder.mkdir()
     return folder
+
+
+class IndexedPlaces:
+    """Installations indexed once per test run, each handed out as a fresh copy in the very
+    folder it was indexed in: every path it recorded (settings, catalog, the store's payloads,
+    Dagster's instance) still holds, so the copy is the home a test would have indexed itself."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def place(self, name: str) -> Path:
+        return self.root / name
+
+    def fresh(self, name: str, build: Callable[[Path], object]) -> Path:
+        """``place(name)`` as ``build(place)`` left it, built the first time only."""
+        place, pristine = self.place(name), self.root / f"{name}.pristine"
+        shutil.rmtree(place, ignore_errors=True)
+        if pristine.exists():
+            shutil.copytree(pristine, place, symlinks=True)  # times kept: no file looks changed
+        else:
+            place.mkdir(parents=True)
+            build(place)
+            shutil.copytree(place, pristine, symlinks=True)
+        return place
+
+
+@pytest.fixture(scope="session")
+def indexed_places(tmp_path_factory: pytest.TempPathFactory) -> IndexedPlaces:
+    return IndexedPlaces(tmp_path_factory.mktemp("indexed"))
+
+
+@pytest.fixture(scope="session")
+def endless_pdf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """4,000 pages: parsing them takes about 12 s here, past a time limit that a small file
+    meets even on a busy machine."""
+    return long_pdf(tmp_path_factory.mktemp("endless") / "endless.pdf", pages=4000)
+
+
+@pytest.fixture
+def kill_at() -> Callable[..., dict[str, str]]:
+    """The environment variables that make a process kill itself at a point of
+    ``rag_pipeline.faults`` (with ``once``, a file: only the first process there, while it
+    exists)."""
+
+    def variables(point: str, *, once: Path | None = None) -> dict[str, str]:
+        return {FAULT_ENV: point} | ({FAULT_ONCE_ENV: str(once)} if once else {})
+
+    return variables
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.fixture
+def browser() -> Iterator[Browser]:
+    """Debian's headless Chromium, driven by Playwright, without its background traffic."""
+    if not CHROMIUM.exists():
+        pytest.skip("needs Debian's chromium (.ci/run installs it)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
+        try:
+            yield launched
+        finally:
+            launched.close()

@@ -6,21 +6,25 @@ from __future__ import annotations
 import getpass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
 from dagster import AssetKey, AssetRecordsFilter
 
 from rag_pipeline.catalog import Catalog
+from rag_pipeline.cli import main
 from rag_pipeline.config import UserSettings, load_settings
 from rag_pipeline.defs.instance import get_instance
 from rag_pipeline.ids import partition_key
-from rag_pipeline_tests.conftest import Cli, dagster_view
-from rag_pipeline_tests.serving.conftest import CHROMIUM, chromium
+from rag_pipeline_tests.conftest import Cli, IndexedPlaces, dagster_view
 from serving.access import User, add_user
 from serving.assistant import Assistant
 from serving.server import BackgroundServer
 from serving.workspaces import NotAllowed, ServedWorkspaces
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 OTTERS = "# Otters\n\nSea otters hold hands while they sleep so they do not drift apart.\n"
 # Two sections too long to share a chunk (256 tokens), so each is a chunk of its own.
@@ -33,23 +37,33 @@ _LODGES = "A beaver lodge has an underwater entrance that keeps predators out. "
 BEAVERS = f"# Beavers\n\n{_DAMS}\n\n## Lodges\n\n{_LODGES}\n"
 
 
+def _index_animals(root: Path) -> None:
+    source = root / "docs"
+    source.mkdir()
+    (source / "otters.md").write_text(OTTERS, "utf-8")
+    (source / "beavers.md").write_text(BEAVERS, "utf-8")
+    assert main(["index", "--home", str(root / "home"), "--source", str(source)]) == 0
+
+
 @pytest.fixture(params=["embedded", "server"])
 def indexed(
-    cli: Cli,
-    home: Path,
-    source: Path,
-    tmp_path: Path,
+    indexed_places: IndexedPlaces,
     request: pytest.FixtureRequest,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Path:
-    """A home with two documents indexed, in the embedded store or through the server path
-    (qdrant-client's local mode)."""
+    """A fresh copy of a home with two documents indexed, in the embedded store or through the
+    server path (qdrant-client's local mode, its folder beside the home)."""
+    name = f"animals-{request.param}"
     if request.param == "server":
-        monkeypatch.setenv("RAG_PIPELINE_STORE__CLIENT_PATH", str(tmp_path / "qdrant-server"))
-    (source / "otters.md").write_text(OTTERS, "utf-8")
-    (source / "beavers.md").write_text(BEAVERS, "utf-8")
-    assert cli("index", "--home", home, "--source", source).code == 0
-    return home
+        store = indexed_places.place(name) / "qdrant-server"
+        monkeypatch.setenv("RAG_PIPELINE_STORE__CLIENT_PATH", str(store))
+    return indexed_places.fresh(name, _index_animals) / "home"
+
+
+@pytest.fixture
+def indexed_source(indexed: Path) -> Path:
+    """The folder ``indexed`` watches."""
+    return indexed.parent / "docs"
 
 
 def _found(cli: Cli, home: Path, text: str) -> list[tuple[str, str]]:
@@ -74,7 +88,7 @@ def _lodge_chunk(cli: Cli, home: Path) -> int:
 
 
 def test_an_archived_document_leaves_search_at_once_and_comes_back_when_activated(
-    cli: Cli, indexed: Path, source: Path
+    cli: Cli, indexed: Path, indexed_source: Path
 ) -> None:
     home = indexed
     assert "docs/otters.md" in _documents(cli, home, "otters sleep holding hands")
@@ -93,7 +107,7 @@ def test_an_archived_document_leaves_search_at_once_and_comes_back_when_activate
     # Kept across a run that changes nothing and across a change of the file.
     assert "unchanged 2" in cli("index", "--home", home).out
     assert "docs/otters.md" not in _documents(cli, home, "otters sleep holding hands")
-    (source / "otters.md").write_text(OTTERS + "\nThey keep a favourite stone.\n", "utf-8")
+    (indexed_source / "otters.md").write_text(OTTERS + "\nThey keep a favourite stone.\n", "utf-8")
     assert "changed 1" in cli("index", "--home", home).out
     assert "docs/otters.md" not in _documents(cli, home, "otters favourite stone")
 
@@ -103,7 +117,7 @@ def test_an_archived_document_leaves_search_at_once_and_comes_back_when_activate
 
 
 def test_a_rejected_chunk_leaves_search_until_its_text_changes(
-    cli: Cli, indexed: Path, source: Path
+    cli: Cli, indexed: Path, indexed_source: Path
 ) -> None:
     home = indexed
     lodge = _lodge_chunk(cli, home)
@@ -115,11 +129,11 @@ def test_a_rejected_chunk_leaves_search_until_its_text_changes(
     assert status["docs/beavers.md"]["availability"] == "1 chunk offline"
 
     # Another paragraph changes: the rejected chunk's text is the same, it stays out.
-    (source / "beavers.md").write_text(BEAVERS.replace("mud", "mud and stones"), "utf-8")
+    (indexed_source / "beavers.md").write_text(BEAVERS.replace("mud", "mud and stones"), "utf-8")
     assert "changed 1" in cli("index", "--home", home).out
     assert not _lodge_found(cli, home)
     # Its own text changes: another chunk, searchable.
-    (source / "beavers.md").write_text(BEAVERS.replace("predators", "wolves"), "utf-8")
+    (indexed_source / "beavers.md").write_text(BEAVERS.replace("predators", "wolves"), "utf-8")
     assert "changed 1" in cli("index", "--home", home).out
     texts = [text for _, text in _found(cli, home, LODGE)]
     assert [text for text in texts if "keeps wolves out" in text]
@@ -209,10 +223,12 @@ def test_each_change_from_the_cli_or_the_page_is_kept_with_who_and_when_and_show
 
 
 def test_a_run_records_a_documents_availability_in_its_materialization(
-    cli: Cli, indexed: Path, source: Path
+    cli: Cli, indexed: Path, indexed_source: Path
 ) -> None:
     assert cli("reject", "docs/otters.md", "--home", indexed).code == 0
-    (source / "otters.md").write_text(OTTERS + "\nThey groom their fur for hours.\n", "utf-8")
+    (indexed_source / "otters.md").write_text(
+        OTTERS + "\nThey groom their fur for hours.\n", "utf-8"
+    )
     assert "changed 1" in cli("index", "--home", indexed).out
     settings = load_settings(indexed)
     with dagster_view(indexed) as instance:
@@ -226,14 +242,13 @@ def test_a_run_records_a_documents_availability_in_its_materialization(
     assert latest.asset_materialization.metadata["availability"].value.startswith("rejected by")
 
 
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (.ci/run installs it)")
 def test_in_a_browser_a_governor_archives_a_cited_document_and_puts_it_back(
-    cli: Cli, home: Path, source: Path
+    cli: Cli, home: Path, source: Path, browser: Browser
 ) -> None:
     (source / "otters.md").write_text(OTTERS, "utf-8")
     assert cli("index", "--home", home, "--source", source).code == 0
     settings = load_settings(home)
-    with BackgroundServer(settings) as server, chromium() as browser:
+    with BackgroundServer(settings) as server:
         page = browser.new_page()
         page.goto(server.url + "/")
 

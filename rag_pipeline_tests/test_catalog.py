@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,6 @@ import pytest
 from rag_pipeline.catalog import Catalog, DocumentRecord
 from rag_pipeline.catalog.export import export_catalog
 from rag_pipeline.config import load_settings
-from rag_pipeline.faults import FAULT_ENV
 
 COLLECTION = "rag_pipeline-test"
 
@@ -97,7 +97,7 @@ def test_a_failure_keeps_the_indexed_version_searchable(catalog: Catalog) -> Non
 
 
 def test_a_process_killed_inside_a_commit_leaves_the_previous_version_whole(
-    home: Path, catalog: Catalog, catalog_url: str | None
+    home: Path, catalog: Catalog, catalog_url: str | None, kill_at: Callable[..., dict[str, str]]
 ) -> None:
     catalog.commit_document(COLLECTION, _record("a", "v1"), [_chunk("a", "v1", i) for i in (0, 1)])
     code = (
@@ -111,7 +111,7 @@ def test_a_process_killed_inside_a_commit_leaves_the_previous_version_whole(
     )
     killed = subprocess.run(
         [sys.executable, "-c", code],
-        env={**__import__("os").environ, FAULT_ENV: "inside-catalog-commit"},
+        env={**os.environ, **kill_at("inside-catalog-commit")},
         timeout=120,
     )
     assert killed.returncode == -9  # SIGKILL, in the middle of the transaction

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -27,6 +26,7 @@ from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import load_settings
 from rag_pipeline.faults import FAULT_ENV
 from rag_pipeline.locking import INDEX, HomeLocks
+from rag_pipeline_tests.conftest import IndexedPlaces
 from rag_pipeline_tests.index_state import inconsistencies, live_records
 from serving.replica import EmbeddedReplica
 from serving.retrieval import Retriever
@@ -43,6 +43,8 @@ FAULT_POINTS = [
     "after-delete",
 ]
 _CLI = [sys.executable, "-m", "rag_pipeline.cli"]
+# Each test kills runs and waits for readers: tens of seconds.
+pytestmark = pytest.mark.slow
 
 
 def _note(number: int, edition: int = 0) -> str:
@@ -52,38 +54,29 @@ def _note(number: int, edition: int = 0) -> str:
     )
 
 
-def _cli(*args: str | Path, fault: str | None = None) -> subprocess.CompletedProcess[str]:
+def _cli(
+    *args: str | Path, fault: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     environment = {key: value for key, value in os.environ.items() if key != FAULT_ENV}
-    if fault:
-        environment[FAULT_ENV] = fault
+    environment |= fault or {}
     return subprocess.run(
         [*_CLI, *map(str, args)], capture_output=True, text=True, env=environment, timeout=600
     )
 
 
-@pytest.fixture(scope="module")
-def indexed_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("faults")
+def _index_notes(root: Path) -> None:
     notes = root / "notes"
     notes.mkdir()
     for number in range(6):
         (notes / f"note-{number}.md").write_text(_note(number), encoding="utf-8")
     result = _cli("index", "--home", root / "home", "--source", notes)
     assert result.returncode == 0, result.stderr
-    return root
 
 
 @pytest.fixture
-def workspace(indexed_template: Path, tmp_path: Path) -> Path:
-    """A copy of the indexed home and its folder (the settings name the folder's new place)."""
-    shutil.copytree(indexed_template / "notes", tmp_path / "notes")
-    shutil.copytree(indexed_template / "home", tmp_path / "home")
-    settings = json.loads((tmp_path / "home" / "settings.json").read_text())
-    settings["sources"] = [str(tmp_path / "notes")]
-    (tmp_path / "home" / "settings.json").write_text(json.dumps(settings))
-    # Dagster's instance keeps absolute paths: the copy gets one of its own.
-    shutil.rmtree(tmp_path / "home" / "dagster", ignore_errors=True)
-    return tmp_path
+def workspace(indexed_places: IndexedPlaces) -> Path:
+    """A fresh copy of the indexed home (``home``) and of its folder (``notes``)."""
+    return indexed_places.fresh("notes", _index_notes)
 
 
 class _Readers:
@@ -156,14 +149,18 @@ def _edit(notes: Path) -> dict[str, str]:
     [*((point, "10") for point in FAULT_POINTS), ("after-upsert", "0")],
 )
 def test_a_run_killed_at_any_point_leaves_a_whole_index_and_the_next_run_converges(
-    workspace: Path, point: str, direct_documents: str, monkeypatch: pytest.MonkeyPatch
+    workspace: Path,
+    point: str,
+    direct_documents: str,
+    monkeypatch: pytest.MonkeyPatch,
+    kill_at: Callable[..., dict[str, str]],
 ) -> None:
     monkeypatch.setenv("RAG_PIPELINE_INDEXING__DIRECT_DOCUMENTS", direct_documents)
     home, notes = workspace / "home", workspace / "notes"
     on_disk = _edit(notes)
     with _Readers(home) as readers:
         killed = subprocess.Popen(
-            [*_CLI, "index", "--home", str(home)], env={**os.environ, FAULT_ENV: point}
+            [*_CLI, "index", "--home", str(home)], env={**os.environ, **kill_at(point)}
         )
         second = None
         try:
@@ -200,13 +197,13 @@ def test_a_run_killed_at_any_point_leaves_a_whole_index_and_the_next_run_converg
 
 
 def test_a_collection_for_new_models_is_built_beside_the_live_one_which_answers_meanwhile(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, kill_at: Callable[..., dict[str, str]]
 ) -> None:
     home = workspace / "home"
     before = {doc_id: r.indexed_version for doc_id, r in live_records(home).items()}
     # Another BM25 length is another sparse model: a new collection (and new versions).
     monkeypatch.setenv("RAG_PIPELINE_EMBEDDING__BM25_AVG_LEN", "60")
-    assert _cli("index", "--home", home, fault="after-commit:3").returncode == -9
+    assert _cli("index", "--home", home, fault=kill_at("after-commit:3")).returncode == -9
     status = _cli("status", "--home", home).stdout
     assert "being built (3 of 6 documents so far)" in status
     assert {doc_id: r.indexed_version for doc_id, r in live_records(home).items()} == before

@@ -12,6 +12,7 @@ import pytest
 from dagster import AssetCheckKey, AssetKey, AssetRecordsFilter
 
 from rag_pipeline.catalog import Catalog
+from rag_pipeline.cli import main
 from rag_pipeline.config import load_settings
 from rag_pipeline.defs.instance import get_instance
 from rag_pipeline.defs.partitions import DOCUMENTS
@@ -20,11 +21,10 @@ from rag_pipeline.indexing import checks
 from rag_pipeline.indexing.checks import run_checks
 from rag_pipeline.indexing.direct import unreported_runs
 from rag_pipeline.indexing.run import Indexer
-from rag_pipeline_tests.conftest import Cli, dagster_view
+from rag_pipeline_tests.conftest import Cli, IndexedPlaces, dagster_view
 from rag_pipeline_tests.documents import (
     docx_file,
     encrypted_pdf,
-    long_pdf,
     two_column_pdf,
     zero_page_pdf,
 )
@@ -54,17 +54,34 @@ CHINESE = (
 )
 
 
-@pytest.fixture
-def corpus(source: Path) -> Path:
-    two_column_pdf(source / "report.pdf")
-    (source / "guide.md").write_text(GUIDE, encoding="utf-8")
-    (source / "rivers.txt").write_bytes(CHINESE.encode("gb18030"))
-    (source / "prices.csv").write_text("item,price\napple,1.20\npear,0.90\n", encoding="utf-8")
+def _write_corpus(folder: Path) -> Path:
+    folder.mkdir(exist_ok=True)
+    two_column_pdf(folder / "report.pdf")
+    (folder / "guide.md").write_text(GUIDE, encoding="utf-8")
+    (folder / "rivers.txt").write_bytes(CHINESE.encode("gb18030"))
+    (folder / "prices.csv").write_text("item,price\napple,1.20\npear,0.90\n", encoding="utf-8")
     docx_file(
-        source / "policy.docx",
+        folder / "policy.docx",
         {"Vacation policy": ["Employees receive twenty days of paid leave."]},
     )
-    return source
+    return folder
+
+
+@pytest.fixture
+def corpus(source: Path) -> Path:
+    return _write_corpus(source)
+
+
+def _index_corpus(root: Path) -> None:
+    corpus = _write_corpus(root / "docs")
+    assert main(["index", "--home", str(root / "home"), "--source", str(corpus)]) == 0
+
+
+@pytest.fixture
+def indexed(indexed_places: IndexedPlaces) -> tuple[Path, Path]:
+    """A fresh copy of the corpus indexed by ``rag-pipeline index``: (home, corpus)."""
+    place = indexed_places.fresh("corpus", _index_corpus)
+    return place / "home", place / "docs"
 
 
 def _status(cli: Cli, home: Path) -> dict[str, dict[str, Any]]:
@@ -122,9 +139,9 @@ def test_first_index_makes_every_document_searchable_with_citations(
 
 
 def test_an_unchanged_rerun_starts_no_run_and_embeds_nothing(
-    cli: Cli, home: Path, corpus: Path
+    cli: Cli, indexed: tuple[Path, Path]
 ) -> None:
-    cli("index", "--home", home, "--source", corpus)
+    home, _ = indexed
     runs = _run_count(home)
     result = cli("index", "--home", home)  # the folder is remembered
     assert "added 0, changed 0, unchanged 5, deleted 0, failed 0" in result.out
@@ -133,10 +150,9 @@ def test_an_unchanged_rerun_starts_no_run_and_embeds_nothing(
 
 def test_a_modified_file_reindexes_only_itself_and_embeds_only_its_changed_chunks(
     cli: Cli,
-    home: Path,
-    corpus: Path,
+    indexed: tuple[Path, Path],
 ) -> None:
-    cli("index", "--home", home, "--source", corpus)
+    home, corpus = indexed
     # Small chunks so that each section of the guide is a chunk of its own.
     os.environ["RAG_PIPELINE_CHUNKING__MAX_TOKENS"] = "32"
     try:
@@ -159,10 +175,10 @@ def test_a_modified_file_reindexes_only_itself_and_embeds_only_its_changed_chunk
 
 
 def test_a_file_moved_to_another_folder_is_not_embedded_again(
-    cli: Cli, home: Path, corpus: Path
+    cli: Cli, indexed: tuple[Path, Path]
 ) -> None:
     # (Renamed, it is: its chunks carry its name.)
-    cli("index", "--home", home, "--source", corpus)
+    home, corpus = indexed
     (corpus / "archive").mkdir()
     (corpus / "guide.md").rename(corpus / "archive" / "guide.md")
     result = cli("index", "--home", home)
@@ -173,9 +189,9 @@ def test_a_file_moved_to_another_folder_is_not_embedded_again(
 
 
 def test_a_deleted_file_is_gone_from_points_catalog_and_partitions(
-    cli: Cli, home: Path, corpus: Path
+    cli: Cli, indexed: tuple[Path, Path]
 ) -> None:
-    cli("index", "--home", home, "--source", corpus)
+    home, corpus = indexed
     assert point_count(home, "docs/guide.md") > 0
     (corpus / "guide.md").unlink()
     result = cli("index", "--home", home)
@@ -189,11 +205,10 @@ def test_a_deleted_file_is_gone_from_points_catalog_and_partitions(
 
 def test_a_chunk_size_change_reindexes_every_document(
     cli: Cli,
-    home: Path,
-    corpus: Path,
+    indexed: tuple[Path, Path],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    cli("index", "--home", home, "--source", corpus)
+    home, _ = indexed
     monkeypatch.setenv("RAG_PIPELINE_CHUNKING__MAX_TOKENS", "128")
     result = cli("index", "--home", home)
     assert "added 0, changed 5, unchanged 0" in result.out
@@ -203,9 +218,9 @@ def test_a_chunk_size_change_reindexes_every_document(
 
 
 def test_a_store_that_lost_points_after_a_run_is_repaired_by_the_next_one(
-    cli: Cli, home: Path, corpus: Path
+    cli: Cli, indexed: tuple[Path, Path]
 ) -> None:
-    cli("index", "--home", home, "--source", corpus)
+    home, _ = indexed
     indexer = Indexer(load_settings(home))
     try:
         indexer.store.delete_document("docs/guide.md")  # lost behind the catalog's back
@@ -219,9 +234,9 @@ def test_a_store_that_lost_points_after_a_run_is_repaired_by_the_next_one(
 
 
 def test_a_pass_opens_the_embedded_store_only_when_its_files_or_the_catalog_changed(
-    cli: Cli, home: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch
+    cli: Cli, indexed: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cli("index", "--home", home, "--source", corpus)
+    home, _ = indexed
     settings = load_settings(home)
     opened: list[str] = []
     open_store = checks.open_vector_store
@@ -297,11 +312,11 @@ def test_a_parser_that_hangs_is_stopped_by_the_time_limit(
     cli: Cli,
     home: Path,
     source: Path,
+    endless_pdf: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    long_pdf(source / "endless.pdf", pages=4000)
+    shutil.copy(endless_pdf, source / "endless.pdf")
     (source / "quick.md").write_text(GUIDE, encoding="utf-8")
-    # Parsing it takes about 12 s here; the small file meets the limit even on a busy machine.
     monkeypatch.setenv("RAG_PIPELINE_PARSING__TIMEOUT_SECONDS", "4")
     cli("index", "--home", home, "--source", source)
     status = _status(cli, home)
@@ -310,9 +325,9 @@ def test_a_parser_that_hangs_is_stopped_by_the_time_limit(
 
 
 def test_a_broken_update_keeps_the_previous_version_searchable(
-    cli: Cli, home: Path, corpus: Path
+    cli: Cli, indexed: tuple[Path, Path]
 ) -> None:
-    cli("index", "--home", home, "--source", corpus)
+    home, corpus = indexed
     (corpus / "guide.md").write_bytes(b"\x00\x01\x02" * 1000)
     result = cli("index", "--home", home)
     assert "failed: docs/guide.md: binary data" in result.out
@@ -322,8 +337,10 @@ def test_a_broken_update_keeps_the_previous_version_searchable(
     assert "still searchable" in cli("status", "--home", home).out
 
 
-def test_a_chinese_document_is_found_by_a_chinese_query(cli: Cli, home: Path, corpus: Path) -> None:
-    cli("index", "--home", home, "--source", corpus)
+def test_a_chinese_document_is_found_by_a_chinese_query(
+    cli: Cli, indexed: tuple[Path, Path]
+) -> None:
+    home, _ = indexed
     hits = _query(cli, home, "三峡大坝在哪里")
     assert hits[0]["doc_id"] == "docs/rivers.txt"
     assert "宜昌" in hits[0]["text"]
@@ -346,9 +363,9 @@ def test_the_server_backend_indexes_and_answers_through_qdrant_client(
 
 
 def test_the_consistency_checks_name_missing_and_orphan_points_and_flag_their_repair(
-    cli: Cli, home: Path, corpus: Path
+    cli: Cli, indexed: tuple[Path, Path]
 ) -> None:
-    cli("index", "--home", home, "--source", corpus)
+    home, _ = indexed
     documents = sorted(live_records(home))
     indexer = Indexer(load_settings(home))
     try:
@@ -429,9 +446,9 @@ def test_a_failed_run_says_so_and_the_next_run_picks_its_documents_up(
 
 
 def test_a_small_change_is_indexed_without_a_dagster_run_and_reported_to_dagster_later(
-    cli: Cli, home: Path, corpus: Path
+    cli: Cli, indexed: tuple[Path, Path]
 ) -> None:
-    cli("index", "--home", home, "--source", corpus)
+    home, corpus = indexed
     (corpus / "guide.md").write_text(GUIDE + "\nOtters hold hands while they sleep.\n", "utf-8")
     (corpus / "rivers.txt").unlink()
     assert "changed 1, unchanged 3, deleted 1" in cli("index", "--home", home).out

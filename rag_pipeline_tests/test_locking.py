@@ -20,7 +20,7 @@ from rag_pipeline.locking import (
 )
 
 
-@pytest.fixture(params=["home", "postgresql"])
+@pytest.fixture(params=["home", "postgres"])
 def place(request: pytest.FixtureRequest, tmp_path: Path) -> LockPlace:
     if request.param == "home":
         return HomeLocks(tmp_path)

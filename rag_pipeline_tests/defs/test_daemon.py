@@ -28,7 +28,6 @@ from rag_pipeline.config import load_settings
 from rag_pipeline.defs.instance import get_instance, write_instance_config
 from rag_pipeline.defs.queue import start_daemon, stop_process_group
 from rag_pipeline.defs.runs import index_documents_job
-from rag_pipeline.faults import FAULT_ENV, FAULT_ONCE_ENV
 from rag_pipeline_tests.conftest import POSTGRES_URL, Cli
 from rag_pipeline_tests.index_state import inconsistencies, live_records
 
@@ -70,7 +69,21 @@ def _running_daemon(
 
 
 @pytest.fixture
-def daemon(home: Path, source: Path, tmp_path: Path) -> Iterator[Path]:
+def dagster_daemons() -> Iterator[Callable[[int], list[int]]]:
+    """For a test that starts dagster-daemons (``index --parallel`` does too): the daemons a
+    process started (:func:`_daemons_of`). None that this process started outlives the test."""
+    yield _daemons_of
+    _eventually("this process's daemons stopped", lambda: _daemons_of(os.getpid()) == [], 60)
+
+
+@pytest.fixture
+def daemon(
+    home: Path,
+    source: Path,
+    tmp_path: Path,
+    dagster_daemons: Callable[[int], list[int]],
+    kill_at: Callable[..., dict[str, str]],
+) -> Iterator[Path]:
     """A daemon watching ``source`` for ``home``; one run it launches dies at its first upsert
     while the file ``<tmp>/kill-one-run`` exists."""
     with _running_daemon(
@@ -79,8 +92,7 @@ def daemon(home: Path, source: Path, tmp_path: Path) -> Iterator[Path]:
         tmp_path,
         {
             "RAG_PIPELINE_INDEXING__RETRY_SECONDS": "2",
-            FAULT_ENV: "after-upsert",
-            FAULT_ONCE_ENV: str(tmp_path / _KILLED_RUN_MARKER),
+            **kill_at("after-upsert", once=tmp_path / _KILLED_RUN_MARKER),
         },
     ):
         yield tmp_path
@@ -225,6 +237,7 @@ def dagster_storage(
         connection.close()
 
 
+@pytest.mark.usefixtures("dagster_daemons")
 def test_index_parallel_queues_runs_of_run_documents_at_most_n_at_a_time_each_document_once(
     cli: Cli, home: Path, source: Path, dagster_storage: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -248,16 +261,19 @@ def test_index_parallel_queues_runs_of_run_documents_at_most_n_at_a_time_each_do
     assert hits[0]["doc_id"] == "docs/n3.md"
 
 
+@pytest.mark.usefixtures("dagster_daemons")
 def test_a_run_killed_among_parallel_runs_leaves_its_documents_to_converge_by_themselves(
-    home: Path, source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    home: Path,
+    source: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    kill_at: Callable[..., dict[str, str]],
 ) -> None:
     monkeypatch.setenv("RAG_PIPELINE_DAGSTER__MAX_CONCURRENT_RUNS", "2")
     monkeypatch.setenv("RAG_PIPELINE_INDEXING__RUN_DOCUMENTS", "2")
     marker = tmp_path / _KILLED_RUN_MARKER
     marker.touch()
-    with _running_daemon(
-        home, source, tmp_path, {FAULT_ENV: "after-upsert", FAULT_ONCE_ENV: str(marker)}
-    ):
+    with _running_daemon(home, source, tmp_path, kill_at("after-upsert", once=marker)):
         documents = _notes(source, 5)
         _eventually("the kill", lambda: not marker.exists())
         _eventually("the dead run failed", lambda: _runs(home, DagsterRunStatus.FAILURE) == 1)
@@ -271,7 +287,7 @@ def test_a_run_killed_among_parallel_runs_leaves_its_documents_to_converge_by_th
 
 
 def test_the_daemon_index_parallel_started_stops_when_the_command_is_killed(
-    home: Path, source: Path
+    home: Path, source: Path, dagster_daemons: Callable[[int], list[int]]
 ) -> None:
     _notes(source, 3)
     command = subprocess.Popen(
@@ -280,8 +296,8 @@ def test_the_daemon_index_parallel_started_stops_when_the_command_is_killed(
         stderr=subprocess.DEVNULL,
     )
     try:
-        _eventually("the command's daemon", lambda: _daemons_of(command.pid) != [])
-        [daemon] = _daemons_of(command.pid)
+        _eventually("the command's daemon", lambda: dagster_daemons(command.pid) != [])
+        [daemon] = dagster_daemons(command.pid)
         command.kill()
         command.wait()
         _eventually("the orphaned daemon stopped", lambda: not _alive(daemon), timeout=60)
@@ -289,6 +305,7 @@ def test_the_daemon_index_parallel_started_stops_when_the_command_is_killed(
         command.kill()
 
 
+@pytest.mark.usefixtures("dagster_daemons")
 def test_ctrl_c_of_index_parallel_cancels_its_runs_and_the_next_index_indexes_the_rest(
     cli: Cli, home: Path, source: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

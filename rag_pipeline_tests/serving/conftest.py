@@ -1,24 +1,18 @@
-"""An indexed home the serving tests share (indexed once per module by the real pipeline), and
-the browser the page is tried in."""
+"""An indexed home the serving tests share (indexed once per test run by the real pipeline, a
+copy of it per module)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.cli import main
 from rag_pipeline.config import Settings, load_settings
+from rag_pipeline_tests.conftest import IndexedPlaces
 from rag_pipeline_tests.documents import two_column_pdf
-
-if TYPE_CHECKING:
-    from playwright.sync_api import Browser
-
-CHROMIUM = Path("/usr/bin/chromium")
 
 GUIDE = """# Field guide
 
@@ -43,39 +37,18 @@ def write_corpus(folder: Path) -> Path:
     return folder
 
 
-@pytest.fixture(scope="module")
-def indexed(tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    """Settings of a home holding the indexed corpus (read-only for the tests that use it)."""
-    root = tmp_path_factory.mktemp("served")
+def _index_corpus(root: Path) -> None:
     source = write_corpus(root / "docs")
     assert main(["index", "--home", str(root / "home"), "--source", str(source)]) == 0
-    return load_settings(root / "home")
+
+
+@pytest.fixture(scope="module")
+def indexed(indexed_places: IndexedPlaces) -> Settings:
+    """Settings of a home holding the indexed corpus (read-only for the tests that use it)."""
+    return load_settings(indexed_places.fresh("served", _index_corpus) / "home")
 
 
 @pytest.fixture(scope="module")
 def catalog(indexed: Settings) -> Iterator[Catalog]:
     with Catalog(indexed) as opened:
         yield opened
-
-
-@contextmanager
-def chromium() -> Iterator[Browser]:
-    """Debian's headless Chromium, driven by Playwright, without its background traffic."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
-        try:
-            yield browser
-        finally:
-            browser.close()

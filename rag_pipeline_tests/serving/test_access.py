@@ -22,14 +22,13 @@ from rag_pipeline.config import (
 )
 from rag_pipeline.ids import DEFAULT_WORKSPACE
 from rag_pipeline.workspaces import create_workspace, find_workspace
-from rag_pipeline_tests.serving.conftest import CHROMIUM, chromium
 from serving.access import AccessError, User, add_user, check_binding
 from serving.server import BackgroundServer
 from serving.workspaces import NotAllowed, ServedWorkspaces
 
 if TYPE_CHECKING:
     from gradio_client import Client
-    from playwright.sync_api import Locator, Page
+    from playwright.sync_api import Browser, Locator, Page
 
 PROXY_HEADER = "X-Forwarded-User"
 NO_FILTERS = ([], [], [], "", "")  # documents, file types, languages, after, before
@@ -272,37 +271,35 @@ def test_a_user_can_neither_open_nor_delete_anothers_conversation_nor_see_their_
         assert "What is the zebrafish protocol?" not in bob_asked
 
 
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (.ci/run installs it)")
 def test_in_a_browser_each_user_sees_and_searches_only_their_workspaces(
-    two_teams: tuple[str, dict[str, str]],
+    two_teams: tuple[str, dict[str, str]], browser: Browser
 ) -> None:
     url, _ = two_teams
-    with chromium() as browser:
-        for user, own, other in (("alice", "quokka", "zebrafish"), ("bob", "zebrafish", "quokka")):
-            session = browser.new_context(
-                http_credentials={"username": user, "password": f"{user}-password"}
-            )
-            page = session.new_page()
-            page.goto(url + "/")
-            page.locator("#workspace input").click()
-            options = page.locator("ul[role='listbox'] li")
-            options.first.wait_for(timeout=30_000)
-            shown = {"alice": ["Client B"], "bob": ["Default"]}[user]
-            assert [o.split("\n")[-1].strip() for o in options.all_inner_texts()] == shown
-            page.keyboard.press("Escape")
-            question = page.locator("#question textarea")
-            question.fill(f"Which {own}?")
-            question.press("Enter")
-            evidence = page.locator("#evidence a.citation").first
-            evidence.wait_for(timeout=60_000)
-            assert other not in page.locator("#evidence").inner_text()
-            page.get_by_role("tab", name="Workspaces").click()
-            cards = page.locator("#workspace-cards .card")
-            cards.first.wait_for(timeout=30_000)
-            assert cards.count() == 1 and cards.first.inner_text().startswith(shown[0])
-            assert cards.get_by_role("button", name="Open").count() == 1
-            assert cards.get_by_role("button", name="Delete").count() == 0  # not '*' users
-            session.close()
+    for user, own, other in (("alice", "quokka", "zebrafish"), ("bob", "zebrafish", "quokka")):
+        session = browser.new_context(
+            http_credentials={"username": user, "password": f"{user}-password"}
+        )
+        page = session.new_page()
+        page.goto(url + "/")
+        page.locator("#workspace input").click()
+        options = page.locator("ul[role='listbox'] li")
+        options.first.wait_for(timeout=30_000)
+        shown = {"alice": ["Client B"], "bob": ["Default"]}[user]
+        assert [o.split("\n")[-1].strip() for o in options.all_inner_texts()] == shown
+        page.keyboard.press("Escape")
+        question = page.locator("#question textarea")
+        question.fill(f"Which {own}?")
+        question.press("Enter")
+        evidence = page.locator("#evidence a.citation").first
+        evidence.wait_for(timeout=60_000)
+        assert other not in page.locator("#evidence").inner_text()
+        page.get_by_role("tab", name="Workspaces").click()
+        cards = page.locator("#workspace-cards .card")
+        cards.first.wait_for(timeout=30_000)
+        assert cards.count() == 1 and cards.first.inner_text().startswith(shown[0])
+        assert cards.get_by_role("button", name="Open").count() == 1
+        assert cards.get_by_role("button", name="Delete").count() == 0  # not '*' users
+        session.close()
 
 
 def _card(page: Page, name: str) -> Locator:
@@ -312,44 +309,42 @@ def _card(page: Page, name: str) -> Locator:
     )
 
 
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (.ci/run installs it)")
 def test_in_a_browser_an_admin_creates_a_workspace_then_renames_sorts_and_deletes_it_by_its_card(
-    two_teams: tuple[str, dict[str, str]], teams_home: tuple[Path, dict[str, str]]
+    two_teams: tuple[str, dict[str, str]],
+    teams_home: tuple[Path, dict[str, str]],
+    browser: Browser,
 ) -> None:
     from playwright.sync_api import expect
 
     url, _ = two_teams
     home, _ = teams_home
-    with chromium() as browser:
-        page = browser.new_page(
-            http_credentials={"username": "admin", "password": "admin-password"}
-        )
-        page.goto(url + "/")
-        opened = page.locator("#workspace input")
-        expect(opened).to_have_value("Default", timeout=30_000)
-        page.get_by_role("tab", name="Workspaces").click()
-        names = page.locator("#workspace-cards .card .name")
-        expect(names).to_have_text(["Default", "Client B"], timeout=30_000)
+    page = browser.new_page(http_credentials={"username": "admin", "password": "admin-password"})
+    page.goto(url + "/")
+    opened = page.locator("#workspace input")
+    expect(opened).to_have_value("Default", timeout=30_000)
+    page.get_by_role("tab", name="Workspaces").click()
+    names = page.locator("#workspace-cards .card .name")
+    expect(names).to_have_text(["Default", "Client B"], timeout=30_000)
 
-        page.locator("#workspace-name").get_by_role("textbox").fill("Client C")
-        page.locator("#create-workspace").click()
-        expect(names).to_have_text(["Default", "Client B", "Client C"], timeout=30_000)
-        expect(opened).to_have_value("Client C")  # a new workspace opens
-        expect(page.locator("#workspace-status")).to_have_text("0 documents indexed")
+    page.locator("#workspace-name").get_by_role("textbox").fill("Client C")
+    page.locator("#create-workspace").click()
+    expect(names).to_have_text(["Default", "Client B", "Client C"], timeout=30_000)
+    expect(opened).to_have_value("Client C")  # a new workspace opens
+    expect(page.locator("#workspace-status")).to_have_text("0 documents indexed")
 
-        _card(page, "Client C").get_by_role("textbox").fill("Acme")
-        _card(page, "Client C").get_by_role("button", name="Rename").click()
-        expect(names).to_have_text(["Default", "Acme", "Client B"], timeout=30_000)
-        assert find_workspace(load_settings(home), "client-c").name == "Acme"
-        page.locator("#card-order").get_by_label("last opened").check()
-        expect(names).to_have_text(["Acme", "Default", "Client B"], timeout=30_000)
+    _card(page, "Client C").get_by_role("textbox").fill("Acme")
+    _card(page, "Client C").get_by_role("button", name="Rename").click()
+    expect(names).to_have_text(["Default", "Acme", "Client B"], timeout=30_000)
+    assert find_workspace(load_settings(home), "client-c").name == "Acme"
+    page.locator("#card-order").get_by_label("last opened").check()
+    expect(names).to_have_text(["Acme", "Default", "Client B"], timeout=30_000)
 
-        _card(page, "Default").get_by_role("button", name="Open").click()
-        expect(opened).to_have_value("Default", timeout=30_000)
-        _card(page, "Acme").get_by_role("button", name="Delete").click()
-        expect(names).to_have_text(["Default", "Client B"], timeout=30_000)
-        expect(opened).to_have_value("Default")  # the open one stays open
-        assert not (home / "workspaces" / "client-c").exists()
+    _card(page, "Default").get_by_role("button", name="Open").click()
+    expect(opened).to_have_value("Default", timeout=30_000)
+    _card(page, "Acme").get_by_role("button", name="Delete").click()
+    expect(names).to_have_text(["Default", "Client B"], timeout=30_000)
+    expect(opened).to_have_value("Default")  # the open one stays open
+    assert not (home / "workspaces" / "client-c").exists()
 
 
 @pytest.fixture
@@ -361,32 +356,30 @@ def uploading(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         yield server.url, home
 
 
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (.ci/run installs it)")
 def test_in_a_browser_an_upload_is_indexed_found_and_a_too_large_one_refused(
-    uploading: tuple[str, Path], tmp_path: Path
+    uploading: tuple[str, Path], tmp_path: Path, browser: Browser
 ) -> None:
     url, home = uploading
     note, big = tmp_path / "pelicans.md", tmp_path / "huge.md"
     note.write_text("# Pelicans\n\nPelicans scoop fish into their throat pouch.\n", "utf-8")
     big.write_text("# Huge\n\n" + "word " * 10_000, "utf-8")
-    with chromium() as browser:
-        page = browser.new_page()
-        page.goto(url + "/")
-        page.get_by_text("Sources", exact=True).click()
-        page.locator("#upload input[type=file]").set_input_files(str(big))
-        error = page.locator(".toast-body").filter(has_text="huge.md")
-        error.wait_for(timeout=30_000)  # Gradio's own check, from serving.max_upload_mb
-        assert "exceed the maximum allowed size of 20.5 Kb" in error.inner_text()
+    page = browser.new_page()
+    page.goto(url + "/")
+    page.get_by_text("Sources", exact=True).click()
+    page.locator("#upload input[type=file]").set_input_files(str(big))
+    error = page.locator(".toast-body").filter(has_text="huge.md")
+    error.wait_for(timeout=30_000)  # Gradio's own check, from serving.max_upload_mb
+    assert "exceed the maximum allowed size of 20.5 Kb" in error.inner_text()
 
-        page.locator("#upload input[type=file]").set_input_files(str(note))
-        state = page.locator("#sources [data-doc='uploads/pelicans.md']")
-        state.filter(has_text="indexed").wait_for(timeout=300_000)  # shown by the page itself
-        assert state.locator("a.download").get_attribute("href").startswith("/api/file?")
-        assert (home / "uploads" / "pelicans.md").read_text("utf-8") == note.read_text("utf-8")
-        assert not (home / "uploads" / "huge.md").exists()
+    page.locator("#upload input[type=file]").set_input_files(str(note))
+    state = page.locator("#sources [data-doc='uploads/pelicans.md']")
+    state.filter(has_text="indexed").wait_for(timeout=300_000)  # shown by the page itself
+    assert state.locator("a.download").get_attribute("href").startswith("/api/file?")
+    assert (home / "uploads" / "pelicans.md").read_text("utf-8") == note.read_text("utf-8")
+    assert not (home / "uploads" / "huge.md").exists()
 
-        question = page.locator("#question textarea")
-        question.fill("What do pelicans scoop?")
-        question.press("Enter")
-        page.locator("#evidence a.citation").first.wait_for(timeout=60_000)
-        assert "pelicans.md" in page.locator("#evidence").inner_text()
+    question = page.locator("#question textarea")
+    question.fill("What do pelicans scoop?")
+    question.press("Enter")
+    page.locator("#evidence a.citation").first.wait_for(timeout=60_000)
+    assert "pelicans.md" in page.locator("#evidence").inner_text()

@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import httpx
@@ -18,9 +19,12 @@ from PIL import Image
 from rag_pipeline.cli import main
 from rag_pipeline.config import Settings, load_settings
 from rag_pipeline_tests.index_state import live_chunks
-from rag_pipeline_tests.serving.conftest import CHROMIUM, chromium, write_corpus
+from rag_pipeline_tests.serving.conftest import write_corpus
 from serving.history import History
 from serving.server import BackgroundServer
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 
 @pytest.fixture(scope="module")
@@ -109,26 +113,26 @@ def test_a_pdf_citation_preview_is_a_png_with_the_page(served: str, indexed: Set
     assert _has_highlight(Image.open(io.BytesIO(response.content)).convert("RGB"))
 
 
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (.ci/run installs it)")
-def test_in_a_browser_a_cited_answer_opens_its_highlighted_page(served: str) -> None:
-    with chromium() as browser:
-        page = browser.new_page()
-        page.goto(served + "/")
-        question = page.locator("#question textarea")
-        question.fill("Which product codes does hybrid search still find?")
-        question.press("Enter")
-        citation = page.locator("#evidence a.citation").first
-        citation.wait_for(timeout=60_000)
-        assert "report.pdf" in page.locator("#evidence").inner_text()
-        assert page.locator("#chat a[href^='#cite:']").count() >= 1
-        citation.click()
-        image = page.locator("#preview-image img")
-        image.wait_for(timeout=30_000)
-        with httpx.Client(base_url=served) as http:
-            png = http.get(image.get_attribute("src") or "").content
-        assert _has_highlight(Image.open(io.BytesIO(png)).convert("RGB"))
-        assert "page" in page.locator("#preview-text").inner_text()
-        assert page.locator("#original-file").get_attribute("href").startswith("/api/file")
+def test_in_a_browser_a_cited_answer_opens_its_highlighted_page(
+    served: str, browser: Browser
+) -> None:
+    page = browser.new_page()
+    page.goto(served + "/")
+    question = page.locator("#question textarea")
+    question.fill("Which product codes does hybrid search still find?")
+    question.press("Enter")
+    citation = page.locator("#evidence a.citation").first
+    citation.wait_for(timeout=60_000)
+    assert "report.pdf" in page.locator("#evidence").inner_text()
+    assert page.locator("#chat a[href^='#cite:']").count() >= 1
+    citation.click()
+    image = page.locator("#preview-image img")
+    image.wait_for(timeout=30_000)
+    with httpx.Client(base_url=served) as http:
+        png = http.get(image.get_attribute("src") or "").content
+    assert _has_highlight(Image.open(io.BytesIO(png)).convert("RGB"))
+    assert "page" in page.locator("#preview-text").inner_text()
+    assert page.locator("#original-file").get_attribute("href").startswith("/api/file")
 
 
 def _has_highlight(image: Image.Image) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import httpx
@@ -15,8 +16,10 @@ from rag_pipeline.cli import main
 from rag_pipeline.config import Settings, load_settings
 from rag_pipeline_tests.documents import text_picture, two_column_pdf
 from rag_pipeline_tests.index_state import live_chunks
-from rag_pipeline_tests.serving.conftest import CHROMIUM, chromium
 from serving.server import BackgroundServer
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 
 def hostile(text: str) -> str:
@@ -132,8 +135,9 @@ def test_a_symbolic_link_out_of_the_watched_folder_is_not_served(
         os.rename(kept, path)
 
 
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (.ci/run installs it)")
-def test_in_a_browser_an_html_original_runs_nothing(served: str, untrusted: Settings) -> None:
+def test_in_a_browser_an_html_original_runs_nothing(
+    served: str, untrusted: Settings, browser: Browser
+) -> None:
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import Page, Request
 
@@ -149,46 +153,45 @@ def test_in_a_browser_an_html_original_runs_nothing(served: str, untrusted: Sett
         if "/api/search" in request.url:
             searches.append(request.url)
 
-    with chromium() as browser:
-        context = browser.new_context(accept_downloads=True)
-        context.on("page", watch)
-        context.on("request", record)
-        page = context.new_page()
+    context = browser.new_context(accept_downloads=True)
+    context.on("page", watch)
+    context.on("request", record)
+    page = context.new_page()
 
-        # The control: served as a page of the server, the file runs, and is seen running.
-        page.route(
-            f"{served}/as-a-page",
-            lambda route: route.fulfill(body=hostile(KINGFISHERS), content_type="text/html"),
-        )
-        with page.expect_request(lambda request: request.url.endswith("/api/search?q=y")):
-            page.goto(f"{served}/as-a-page")  # the script's request, then the handler's
-        assert len(dialogs) == 2 and len(searches) == 2
-        dialogs.clear()
-        searches.clear()
+    # The control: served as a page of the server, the file runs, and is seen running.
+    page.route(
+        f"{served}/as-a-page",
+        lambda route: route.fulfill(body=hostile(KINGFISHERS), content_type="text/html"),
+    )
+    with page.expect_request(lambda request: request.url.endswith("/api/search?q=y")):
+        page.goto(f"{served}/as-a-page")  # the script's request, then the handler's
+    assert len(dialogs) == 2 and len(searches) == 2
+    dialogs.clear()
+    searches.clear()
 
-        # The original, opened from the link beside a cited passage (a new tab)…
-        page.goto(served + "/")
-        question = page.locator("#question textarea")
-        question.fill("Where do kingfishers dive for fish?")
-        question.press("Enter")
-        link = page.locator("#evidence a[href*='kingfishers.html']").first
-        link.wait_for(timeout=60_000)
-        expected = f"/api/file?doc_id={quote('docs/kingfishers.html')}"
-        assert (link.get_attribute("href") or "").startswith(expected)
-        with context.expect_page() as opened:
-            link.click()
-        if not opened.value.is_closed():  # the tab closes once its download starts
-            opened.value.wait_for_event("close", timeout=10_000)
-        # … and navigated to, as a link on another site could; the HTML named .pdf too.
-        for doc_id in ("docs/kingfishers.html", "docs/notes.pdf"):
-            with page.expect_download(), pytest.raises(PlaywrightError, match="Download"):
-                page.goto(f"{served}/api/file?doc_id={quote(doc_id)}")
-        # The passage's own preview shows its text, escaped.
-        chunk = live_chunks(untrusted.home, "docs/kingfishers.html")[0]["chunk_id"]
-        page.goto(f"{served}/api/preview?chunk_id={quote(chunk, safe='')}")
-        assert KINGFISHERS in page.locator("body").inner_text()
-        page.wait_for_timeout(1000)  # time for anything that would run to run
-        context.close()
+    # The original, opened from the link beside a cited passage (a new tab)…
+    page.goto(served + "/")
+    question = page.locator("#question textarea")
+    question.fill("Where do kingfishers dive for fish?")
+    question.press("Enter")
+    link = page.locator("#evidence a[href*='kingfishers.html']").first
+    link.wait_for(timeout=60_000)
+    expected = f"/api/file?doc_id={quote('docs/kingfishers.html')}"
+    assert (link.get_attribute("href") or "").startswith(expected)
+    with context.expect_page() as opened:
+        link.click()
+    if not opened.value.is_closed():  # the tab closes once its download starts
+        opened.value.wait_for_event("close", timeout=10_000)
+    # … and navigated to, as a link on another site could; the HTML named .pdf too.
+    for doc_id in ("docs/kingfishers.html", "docs/notes.pdf"):
+        with page.expect_download(), pytest.raises(PlaywrightError, match="Download"):
+            page.goto(f"{served}/api/file?doc_id={quote(doc_id)}")
+    # The passage's own preview shows its text, escaped.
+    chunk = live_chunks(untrusted.home, "docs/kingfishers.html")[0]["chunk_id"]
+    page.goto(f"{served}/api/preview?chunk_id={quote(chunk, safe='')}")
+    assert KINGFISHERS in page.locator("body").inner_text()
+    page.wait_for_timeout(1000)  # time for anything that would run to run
+    context.close()
     assert downloads == ["kingfishers.html", "kingfishers.html", "notes.pdf"]
     assert dialogs == [] and searches == []
 
