@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import shutil
 import threading
@@ -21,7 +22,7 @@ from rag_pipeline_tests.documents import long_pdf
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance
-    from playwright.sync_api import Browser
+    from playwright.sync_api import Browser, Page
 
 # What a test uses marks it (README: `pytest -m "not slow"` is the everyday run). Tests that
 # start dagster-daemons request ``dagster_daemons``; those killing a process at a fault point,
@@ -127,8 +128,7 @@ def text_encoders_loaded_once() -> Iterator[None]:
         yield
 
 
-@pytest.fixture(autouse=True)
-def offline_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _go_offline(monkeypatch: pytest.MonkeyPatch) -> None:
     """No hub, no telemetry, and no configuration leaking in from the developer's shell."""
     for name in list(os.environ):
         if name.startswith("RAG_PIPELINE_") or name in (
@@ -144,7 +144,32 @@ def offline_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("DO_NOT_TRACK", "1")
+
+
+@pytest.fixture(autouse=True)
+def offline_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    _go_offline(monkeypatch)
     yield
+
+
+# What parser workers import for Office files and HTML: seconds each (unstructured), which every
+# worker forked during the run would pay again. No PyMuPDF: it starts threads, and the server
+# forks (see start_parser_server).
+PARSER_IMPORTS = ["unstructured.partition.docx", "unstructured.partition.html"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def parsers_imported_once() -> None:
+    """The parser workers' server started once for the run with those parsers imported, in the
+    environment the tests run in: workers fork from it with them loaded."""
+    from multiprocessing import forkserver
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["numpy", "markdown_it", *PARSER_IMPORTS])
+    with pytest.MonkeyPatch.context() as environment:
+        _go_offline(environment)
+        environment.setenv("UNSTRUCTURED_DISABLE_NOTICE", "1")  # as rag_pipeline.parsing.office
+        forkserver.ensure_running()  # the server copies the environment as it starts
 
 
 @dataclass
@@ -202,7 +227,8 @@ def source(tmp_path: Path) -> Path:
 class IndexedPlaces:
     """Installations indexed once per test run, each handed out as a fresh copy in the very
     folder it was indexed in: every path it recorded (settings, catalog, the store's payloads,
-    Dagster's instance) still holds, so the copy is the home a test would have indexed itself."""
+    Dagster's instance) still holds, so the copy is the home a test would have indexed itself.
+    (The next test given the same installation replaces what a failed test left there.)"""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -273,3 +299,10 @@ def browser() -> Iterator[Browser]:
             yield launched
         finally:
             launched.close()
+
+
+def ask_on_the_page(page: Page, question: str) -> None:
+    """Ask the chat page as a user does: the question typed, then Enter."""
+    box = page.locator("#question textarea")
+    box.fill(question)
+    box.press("Enter")

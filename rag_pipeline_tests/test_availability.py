@@ -17,7 +17,7 @@ from rag_pipeline.cli import main
 from rag_pipeline.config import UserSettings, load_settings
 from rag_pipeline.defs.instance import get_instance
 from rag_pipeline.ids import partition_key
-from rag_pipeline_tests.conftest import Cli, IndexedPlaces, dagster_view
+from rag_pipeline_tests.conftest import Cli, IndexedPlaces, ask_on_the_page, dagster_view
 from serving.access import User, add_user
 from serving.assistant import Assistant
 from serving.server import BackgroundServer
@@ -251,13 +251,7 @@ def test_in_a_browser_a_governor_archives_a_cited_document_and_puts_it_back(
     with BackgroundServer(settings) as server:
         page = browser.new_page()
         page.goto(server.url + "/")
-
-        def ask() -> None:
-            question = page.locator("#question textarea")
-            question.fill("Why do otters hold hands?")
-            question.press("Enter")
-
-        ask()
+        ask_on_the_page(page, "Why do otters hold hands?")
         page.locator("#evidence a.citation").first.click(timeout=60_000)
         page.locator("#archive").click(timeout=30_000)
         page.locator(".toast-body").filter(has_text="archived").wait_for(timeout=30_000)

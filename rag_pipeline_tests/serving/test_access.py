@@ -22,6 +22,7 @@ from rag_pipeline.config import (
 )
 from rag_pipeline.ids import DEFAULT_WORKSPACE
 from rag_pipeline.workspaces import create_workspace, find_workspace
+from rag_pipeline_tests.conftest import ask_on_the_page
 from serving.access import AccessError, User, add_user, check_binding
 from serving.server import BackgroundServer
 from serving.workspaces import NotAllowed, ServedWorkspaces
@@ -287,9 +288,7 @@ def test_in_a_browser_each_user_sees_and_searches_only_their_workspaces(
         shown = {"alice": ["Client B"], "bob": ["Default"]}[user]
         assert [o.split("\n")[-1].strip() for o in options.all_inner_texts()] == shown
         page.keyboard.press("Escape")
-        question = page.locator("#question textarea")
-        question.fill(f"Which {own}?")
-        question.press("Enter")
+        ask_on_the_page(page, f"Which {own}?")
         evidence = page.locator("#evidence a.citation").first
         evidence.wait_for(timeout=60_000)
         assert other not in page.locator("#evidence").inner_text()
@@ -378,8 +377,6 @@ def test_in_a_browser_an_upload_is_indexed_found_and_a_too_large_one_refused(
     assert (home / "uploads" / "pelicans.md").read_text("utf-8") == note.read_text("utf-8")
     assert not (home / "uploads" / "huge.md").exists()
 
-    question = page.locator("#question textarea")
-    question.fill("What do pelicans scoop?")
-    question.press("Enter")
+    ask_on_the_page(page, "What do pelicans scoop?")
     page.locator("#evidence a.citation").first.wait_for(timeout=60_000)
     assert "pelicans.md" in page.locator("#evidence").inner_text()
