@@ -24,9 +24,9 @@ if TYPE_CHECKING:
     from dagster import DagsterInstance
     from playwright.sync_api import Browser, Page
 
-# What a test uses marks it (README: `pytest -m "not slow"` is the everyday run). Tests that
-# start dagster-daemons request ``dagster_daemons``; those killing a process at a fault point,
-# ``kill_at``.
+# What a test uses marks it (`pytest -m "not slow"` is the everyday run, plain `pytest` runs
+# all). Tests that start dagster-daemons request ``dagster_daemons``; those killing a process at a
+# fault point, ``kill_at``.
 FIXTURE_MARKERS = {
     "postgres_url": ("postgres",),
     "browser": ("browser", "slow"),
@@ -117,7 +117,8 @@ def _loaded_once(load: Callable[[EmbeddingSettings, Path], Any]) -> Callable[...
 @pytest.fixture(scope="session", autouse=True)
 def text_encoders_loaded_once() -> Iterator[None]:
     """Each text encoder's model loaded once per test process rather than by every indexer and
-    query, as a long-running server keeps it (a model keeps nothing of the texts it embeds)."""
+    query, as a long-running server keeps it (a model keeps nothing of the texts it embeds; an
+    encoder's copies for parallel batches share it)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(
             "rag_pipeline.embedding.dense.load_dense_model", _loaded_once(load_dense_model)
@@ -165,7 +166,7 @@ def parsers_imported_once() -> None:
     from multiprocessing import forkserver
 
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["numpy", "markdown_it", *PARSER_IMPORTS])
+    context.set_forkserver_preload(["numpy", "markdown_it", *PARSER_IMPORTS])  # its own, and these
     with pytest.MonkeyPatch.context() as environment:
         _go_offline(environment)
         environment.setenv("UNSTRUCTURED_DISABLE_NOTICE", "1")  # as rag_pipeline.parsing.office
