@@ -34,6 +34,7 @@ FIXTURE_MARKERS = {
     "kill_at": ("faults",),
     "endless_pdf": ("slow",),  # waits out a parser's time limit
     "long_scan": ("slow",),  # OCR of sixty pages
+    "picture_models": ("slow",),  # indexes pictures through CLIP and BLIP (torch)
 }
 # The param of a fixture over backends (the catalog's, Dagster's, the locks') that runs the test
 # on PostgreSQL; it requests ``postgres_url`` or reads ``POSTGRES_URL`` only then.

@@ -43,27 +43,35 @@ def _picture_corpus(folder: Path) -> Path:
     return folder
 
 
-def _image_home(root: Path, source: Path, stored: dict[str, Any] | None = None) -> Path:
-    pytest.importorskip("open_clip")  # the image extra, which .ci/run installs
+@pytest.fixture(scope="session")
+def picture_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The image settings of the indexes here: CLIP with random weights (the image extra, which
+    .ci/run installs) and a tiny random BLIP captioner, made once per run."""
+    pytest.importorskip("open_clip")
+    captioner = tiny_captioner(tmp_path_factory.mktemp("blip"))
+    return {"clip_model": "ViT-B-32", "clip_pretrained": None, "caption_model": str(captioner)}
+
+
+def _image_home(
+    root: Path, source: Path, images: dict[str, Any], stored: dict[str, Any] | None = None
+) -> Path:
     home = root / "home"
     home.mkdir(parents=True)
-    images = {
-        "clip_model": "ViT-B-32",
-        "clip_pretrained": None,
-        "caption_model": str(tiny_captioner(root / "blip")),
-    }
     (home / "settings.json").write_text(json.dumps({"images": images, **(stored or {})}))
     assert main(["index", "--home", str(home), "--source", str(source)]) == 0
     return home
 
 
 @pytest.fixture(scope="module")
-def pictures_indexed(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+def pictures_indexed(
+    tmp_path_factory: pytest.TempPathFactory, picture_models: dict[str, Any]
+) -> Settings:
     """Indexed with the stage files and pictures in another folder, reached through fsspec (as
     an object store would be), by the run and its parser processes; read there by the page."""
     root = tmp_path_factory.mktemp("pictures")
     shared = {"indexing": {"stage_url": (root / "shared").as_uri()}}
-    return load_settings(_image_home(root, _picture_corpus(root / "pictures"), shared))
+    source = _picture_corpus(root / "pictures")
+    return load_settings(_image_home(root, source, picture_models, shared))
 
 
 def _picture_rows(settings: Settings, doc_id: str) -> list[dict[str, Any]]:
@@ -162,14 +170,14 @@ def test_the_chat_page_shows_found_pictures_and_searches_by_an_uploaded_image(
 
 @pytest.mark.parametrize("stages", ["home", "fsspec"])
 def test_an_image_folder_is_indexed_changed_and_deleted_incrementally(
-    cli: Cli, tmp_path: Path, stages: str
+    cli: Cli, tmp_path: Path, stages: str, picture_models: dict[str, Any]
 ) -> None:
     source = tmp_path / "photos"
     source.mkdir()
     for seed in (1, 2, 3):
         (source / f"{seed}.png").write_bytes(photo(seed))
     shared = {"indexing": {"stage_url": (tmp_path / "shared").as_uri()}}
-    home = _image_home(tmp_path, source, shared if stages == "fsspec" else None)
+    home = _image_home(tmp_path, source, picture_models, shared if stages == "fsspec" else None)
     (source / "2.png").write_bytes(photo(20))  # changed
     (source / "3.png").rename(source / "three.png")  # renamed: nothing to embed
     (source / "1.png").unlink()  # deleted

@@ -11,7 +11,8 @@ from rag_pipeline.defs.partitions import RANGE_START_TAG
 from rag_pipeline_tests.conftest import POSTGRES_URL, Cli, needs_postgres
 from rag_pipeline_tests.defs.test_definitions import PIPELINE
 
-pytestmark = needs_postgres
+# Dagster runs on PostgreSQL: seconds each (the quick run keeps the catalog and locks there).
+pytestmark = [needs_postgres, pytest.mark.slow]
 
 
 @pytest.fixture

@@ -5,9 +5,14 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import pytest
+
 from rag_pipeline.cli import main
 from rag_pipeline.config import load_settings
 from serving.retrieval import Retriever, live_index
+
+# 300 notes indexed (test_indexing's exact identifier, among 41 notes, is in the quick run).
+pytestmark = pytest.mark.slow
 
 WORDS = [
     "pump",
