@@ -35,6 +35,7 @@ FIXTURE_MARKERS = {
     "endless_pdf": ("slow",),  # waits out a parser's time limit
     "long_scan": ("slow",),  # OCR of sixty pages
     "picture_models": ("slow",),  # indexes pictures through CLIP and BLIP (torch)
+    "index_process": ("slow",),  # an index run in an interpreter of its own, read meanwhile
 }
 # The param of a fixture over backends (the catalog's, Dagster's, the locks') that runs the test
 # on PostgreSQL; it requests ``postgres_url`` or reads ``POSTGRES_URL`` only then.

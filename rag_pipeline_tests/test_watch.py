@@ -17,6 +17,8 @@ from rag_pipeline.indexing.watch import watch
 from rag_pipeline.workspaces import Workspace
 
 SETTLE_MS = 700
+# The watcher's passes and the settling of each change are waited for: seconds.
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture

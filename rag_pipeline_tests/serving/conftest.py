@@ -3,7 +3,9 @@ copy of it per module)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -52,3 +54,23 @@ def indexed(indexed_places: IndexedPlaces) -> Settings:
 def catalog(indexed: Settings) -> Iterator[Catalog]:
     with Catalog(indexed) as opened:
         yield opened
+
+
+@pytest.fixture
+def index_process() -> Iterator[Callable[[Path], subprocess.Popen[str]]]:
+    """``rag-pipeline index`` of a home started in a process of its own (a fresh interpreter:
+    seconds), to read the index while it runs; its output in ``stdout``. Killed if the test
+    leaves it running."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(home: Path) -> subprocess.Popen[str]:
+        command = [sys.executable, "-m", "rag_pipeline.cli", "index", "--home", str(home)]
+        started.append(
+            subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        )
+        return started[-1]
+
+    yield start
+    for process in started:
+        process.kill()
+        process.communicate()

@@ -5,9 +5,8 @@ from __future__ import annotations
 import io
 import shutil
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
@@ -141,7 +140,7 @@ def _has_highlight(image: Image.Image) -> bool:
 
 
 def test_the_page_answers_while_an_indexing_run_writes_and_shows_its_result(
-    tmp_path: Path,
+    tmp_path: Path, index_process: Callable[[Path], subprocess.Popen[str]]
 ) -> None:
     source = write_corpus(tmp_path / "docs")
     home = tmp_path / "home"
@@ -150,11 +149,7 @@ def test_the_page_answers_while_an_indexing_run_writes_and_shows_its_result(
     with BackgroundServer(settings) as server:
         (source / "storks.md").write_text("# Storks\n\nStorks nest on rooftops.", "utf-8")
         shutil.copy(source / "report.pdf", source / "report-copy.pdf")
-        run = subprocess.Popen(
-            [sys.executable, "-m", "rag_pipeline.cli", "index", "--home", str(home)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        )
+        run = index_process(home)
         answered = 0
         while run.poll() is None:
             response = httpx.get(f"{server.url}/api/search", params={"q": "owls"}, timeout=30)

@@ -1,8 +1,8 @@
 """The page's copy of the embedded index: it answers while a run writes, and catches up after."""
 
 import subprocess
-import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from rag_pipeline.catalog import Catalog
@@ -20,7 +20,7 @@ def _found(retriever: Retriever, query: str) -> set[str]:
 
 
 def test_the_replica_answers_during_an_indexing_run_and_catches_up_after_it(
-    tmp_path: Path,
+    tmp_path: Path, index_process: Callable[[Path], subprocess.Popen[str]]
 ) -> None:
     source = write_corpus(tmp_path / "docs")
     home = tmp_path / "home"
@@ -35,12 +35,7 @@ def test_the_replica_answers_during_an_indexing_run_and_catches_up_after_it(
 
         (source / "storks.md").write_text("# Storks\n\nStorks nest on rooftops.", encoding="utf-8")
         (source / "guide.md").unlink()
-        run = subprocess.Popen(
-            [sys.executable, "-m", "rag_pipeline.cli", "index", "--home", str(home)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+        run = index_process(home)
         answered, reports = 0, []
         while run.poll() is None:  # the run holds the index's own store meanwhile
             assert "docs/report.pdf" in _found(retriever, "hybrid search product codes")
