@@ -17,7 +17,7 @@ from pathlib import Path
 from evaluation.beir import _documents, load_beir, write_corpus
 from evaluation.metrics import evaluate
 from rag_pipeline.config import load_settings
-from rag_pipeline.indexing.incremental import index_once
+from rag_pipeline.orchestration.incremental import index_once
 from rag_pipeline.store.schema import NearestHits
 from serving.retrieval import Retriever, live_index
 

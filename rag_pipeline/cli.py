@@ -292,8 +292,9 @@ def _workspace(args: argparse.Namespace) -> int:
 
 
 def _index(args: argparse.Namespace) -> int:
+    from rag_pipeline.defs.errors import NoDaemon, RunsInProgress
     from rag_pipeline.embedding.image import ImageModelError
-    from rag_pipeline.indexing.incremental import NoDaemon, RunsInProgress, index_once
+    from rag_pipeline.orchestration.incremental import index_once
 
     settings = _settings(args)
     if args.source:
@@ -427,10 +428,18 @@ def _availability(args: argparse.Namespace) -> int:
     import getpass
 
     from rag_pipeline.availability import AvailabilityError, set_availability
+    from rag_pipeline.defs.observations import observe_availability
 
     settings = _settings(args)
     try:
-        record = set_availability(settings, args.doc_id, args.state, getpass.getuser(), args.chunk)
+        record = set_availability(
+            settings,
+            args.doc_id,
+            args.state,
+            getpass.getuser(),
+            args.chunk,
+            observe=observe_availability,
+        )
     except AvailabilityError as error:
         raise UserError(str(error)) from error
     what = args.doc_id if args.chunk is None else f"chunk {args.chunk} of {args.doc_id}"
@@ -577,10 +586,11 @@ def _serve(args: argparse.Namespace) -> int:
     except AccessError as error:
         raise UserError(str(error)) from error
     print(f"preparing the search indexes under {settings.home} …", file=sys.stderr)
+    from rag_pipeline.defs.observations import observe_availability
     from serving.server import serve
     from serving.workspaces import ServedWorkspaces
 
-    workspaces = ServedWorkspaces(settings)
+    workspaces = ServedWorkspaces(settings, observe_availability)
     try:
         workspaces.open_all()  # a bad model or a busy store fails now, not at a first question
     except StoreBusyError as error:
@@ -601,7 +611,7 @@ def _watch(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from rag_pipeline.indexing.watch import watch
+    from rag_pipeline.orchestration.watch import watch
 
     settings = _settings(args)
     stop = threading.Event()

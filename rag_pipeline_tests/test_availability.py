@@ -14,6 +14,7 @@ from dagster import AssetKey, AssetRecordsFilter
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import UserSettings, load_settings
 from rag_pipeline.defs.instance import get_instance
+from rag_pipeline.defs.observations import observe_availability
 from rag_pipeline.ids import partition_key
 from rag_pipeline_tests.conftest import Cli, dagster_view
 from rag_pipeline_tests.serving.conftest import CHROMIUM, chromium
@@ -185,7 +186,8 @@ def test_each_change_from_the_cli_or_the_page_is_kept_with_who_and_when_and_show
     chunk = next(hit["chunk_id"] for hit in hits if hit["doc_id"] == "docs/otters.md")
     assert cli("archive", "docs/otters.md", "--home", indexed).code == 0
     settings = load_settings(indexed)
-    workspaces = ServedWorkspaces(settings)  # what the page's "Put back" calls
+    # What the page's "Put back" calls, observed as `rag-pipeline serve` has it.
+    workspaces = ServedWorkspaces(settings, observe_availability)
     editor = User("editor", UserSettings(workspaces=["default"], govern=["default"]))
     try:
         workspaces.set_availability(editor, "default", chunk, "active", whole=True)

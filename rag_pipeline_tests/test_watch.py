@@ -12,8 +12,8 @@ import pytest
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.cli import main
 from rag_pipeline.config import Settings, load_settings
-from rag_pipeline.indexing.incremental import IndexOutcome
-from rag_pipeline.indexing.watch import watch
+from rag_pipeline.orchestration.incremental import IndexOutcome
+from rag_pipeline.orchestration.watch import watch
 from rag_pipeline.workspaces import Workspace
 
 SETTLE_MS = 700

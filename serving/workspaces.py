@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rag_pipeline import ids
-from rag_pipeline.availability import AvailabilityError, set_availability
+from rag_pipeline.availability import AvailabilityError, AvailabilityObserver, set_availability
 from rag_pipeline.catalog import Availability, AvailabilityRecord, Catalog
 from rag_pipeline.config import Settings
 from rag_pipeline.ids import DEFAULT_WORKSPACE
@@ -50,8 +50,9 @@ class Upload:
 
 
 class ServedWorkspaces:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, observe: AvailabilityObserver | None = None) -> None:
         self.settings = settings  # the installation's (its default workspace's) settings
+        self._observe = observe  # told of each availability change (Dagster's UI shows it)
         self.authenticator = Authenticator(settings.root)
         self._assistants: dict[str, Assistant] = {}
         self._lock = threading.Lock()
@@ -154,7 +155,9 @@ class ServedWorkspaces:
         if record is None or record.indexed_version != version:
             raise AvailabilityError(f"{doc_id} changed since this answer: search again")
         chunk = None if whole else index
-        return set_availability(workspace.settings, doc_id, state, user.name, chunk)
+        return set_availability(
+            workspace.settings, doc_id, state, user.name, chunk, observe=self._observe
+        )
 
     # -- uploads -----------------------------------------------------------------------------
 

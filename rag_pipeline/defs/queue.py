@@ -4,7 +4,7 @@ The runs are created from the code location as a ``dagster-daemon`` loads it, an
 the instance's ``QueuedRunCoordinator``; the daemon's queue starts them,
 ``dagster.max_concurrent_runs`` at a time, each in its own process through the instance's run
 launcher. Creating a run of a code location is what ``dagster job launch`` does, with Dagster
-internals (``dagster==1.13.*``), isolated in :func:`submit_runs`.
+internals (``compat.submit_runs_of_location``).
 
 Queued runs start only while a daemon runs: when none does for this instance, one is started
 for the command's duration (:func:`queue_daemon`); it drains the queue only (no sensor or
@@ -30,12 +30,14 @@ import yaml
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from rag_pipeline.config import Settings
-from rag_pipeline.defs.instance import write_instance_config
+from rag_pipeline.defs.compat import submit_runs_of_location
+from rag_pipeline.defs.errors import NoDaemon
+from rag_pipeline.defs.instance import get_instance, write_instance_config
 from rag_pipeline.defs.runs import TRIGGER_TAG, PlannedRun, fail_abandoned_runs, index_documents_job
 from rag_pipeline.files import write_atomically
-from rag_pipeline.indexing.incremental import NoDaemon
 
 logger = logging.getLogger(__name__)
+
 
 # The code location's name: a workspace file's python_module entry is named by its module, as in
 # the checkout's workspace.yaml; runs submitted here name it, and the daemon launches them from it.
@@ -67,31 +69,19 @@ def submit_runs(
     trigger: str,
 ) -> list[str]:
     """Create the planned runs from the code location and put them in the run queue."""
-    from dagster._cli.job import _create_run
-    from dagster._core.workspace.context import WorkspaceProcessContext
-    from dagster._core.workspace.load_target import WorkspaceFileTarget
-
-    target = WorkspaceFileTarget(paths=[str(workspace_file(settings))])
-    with WorkspaceProcessContext(instance, target, code_server_log_level="WARNING") as process:
-        workspace = process.create_request_context()
-        location = workspace.get_code_location(LOCATION)
-        repository = next(iter(location.get_repositories().values()))
-        job = repository.get_full_job(index_documents_job.name)
-        run_ids = []
-        for run in planned:
-            created = _create_run(
-                instance=instance,
-                code_location=location,
-                remote_repo=repository,
-                remote_job=job,
-                run_config=run.run_config(settings, retry_failed=retry_failed),
-                tags={**run.tags, TRIGGER_TAG: trigger},
-                op_selection=None,
-                run_id=None,
+    return submit_runs_of_location(
+        instance,
+        workspace_file(settings),
+        LOCATION,
+        index_documents_job.name,
+        [
+            (
+                run.run_config(settings, retry_failed=retry_failed),
+                {**run.tags, TRIGGER_TAG: trigger},
             )
-            instance.submit_run(created.run_id, workspace)
-            run_ids.append(created.run_id)
-    return run_ids
+            for run in planned
+        ],
+    )
 
 
 def daemon_running(instance: DagsterInstance) -> bool:
@@ -104,8 +94,6 @@ def daemon_running(instance: DagsterInstance) -> bool:
 def queue_daemon(settings: Settings) -> Iterator[Callable[[], bool]]:
     """A ``dagster-daemon`` draining the queue meanwhile: the running one, or one started here
     and stopped at the end. Yields whether it still runs."""
-    from rag_pipeline.defs.instance import get_instance
-
     with get_instance(settings) as instance:
         running = daemon_running(instance)
         if running:

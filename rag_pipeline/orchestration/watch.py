@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rag_pipeline.config import Settings
-from rag_pipeline.indexing.incremental import IndexOutcome, index_once
+from rag_pipeline.orchestration.incremental import IndexOutcome, index_once
 from rag_pipeline.workspaces import Workspace, list_workspaces
 
 logger = logging.getLogger("rag_pipeline.watch")
