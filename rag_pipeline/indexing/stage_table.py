@@ -31,42 +31,51 @@ class Stage:
     writes_store: bool = False
 
 
+def _indexer(method: str) -> StageCall:
+    """The Indexer's method of that name, looked up at each call (a subclass's, a patched one)."""
+
+    def call(indexer: Indexer, doc_ids: list[str], **options: bool) -> dict[str, Metadata]:
+        return getattr(indexer, method)(doc_ids, **options)
+
+    return call
+
+
 STAGES: tuple[Stage, ...] = (
     Stage(
         "file_manifest",
         (),
-        Indexer.plan,
+        _indexer("plan"),
         "The document's file: path, size, content hash, version, and what this run does with it "
         "(index, unchanged, delete).",
     ),
     Stage(
         "parsed_pages",
         ("file_manifest",),
-        Indexer.parse,
+        _indexer("parse"),
         "Text elements with page, box and section path (PyMuPDF, unstructured, direct parsers).",
     ),
     Stage(
         "chunks",
         ("parsed_pages",),
-        Indexer.chunk,
+        _indexer("chunk"),
         "Chunks sized in the dense model's tokens, with pages, boxes and section.",
     ),
     Stage(
         "dense_embeddings",
         ("chunks",),
-        Indexer.embed_dense,
+        _indexer("embed_dense"),
         "Dense vectors of the chunks; only texts not in the embedding cache are embedded.",
     ),
     Stage(
         "sparse_embeddings",
         ("chunks",),
-        Indexer.embed_sparse,
+        _indexer("embed_sparse"),
         "Sparse keyword vectors of the chunks (BM25 with jieba for Chinese, or SPLADE).",
     ),
     Stage(
         "image_embeddings",
         ("chunks",),
-        Indexer.embed_pictures,
+        _indexer("embed_pictures"),
         "CLIP vectors of the document's pictures (OpenCLIP, images.clip_model); only pictures "
         "not in the embedding cache are embedded. Nothing when no CLIP model is set.",
     ),
