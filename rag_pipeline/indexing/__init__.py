@@ -1,3 +1,2 @@
 """Indexing: a run over a batch of documents (``run.py``), its atomic commit (``commit.py``) and
-checks (``checks.py``), points built from the cache (``points.py``), and one incremental pass
-over the watched folders (``incremental.py``)."""
+checks (``checks.py``), and one incremental pass over the watched folders (``incremental.py``)."""

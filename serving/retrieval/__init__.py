@@ -5,15 +5,16 @@ fused here rather than inside Qdrant so that every fusion method (RRF, DBSF, min
 weights) works the same on both backends, and so that a trace keeps each ranking. The numbers
 (candidates per vector, fusion, rerank depth, passages kept, score threshold) are settings.
 
-The parts: the stores searched for what the catalog lets through (``filters``), the query
-models (``encoders``), fusion (``fusion``), what moves candidates after it (``boosts``), and the
-retriever that runs them in order (``retriever``), returning ``candidates``.
+The parts: the query models (``encoders``), fusion (``fusion``), what moves candidates after
+it (``boosts``), and the retriever that runs them in order (``retriever``), returning
+``candidates``. The stores searched through the catalog (``CommittedOnly``, ``OnlineOnly``) are
+the store's (``rag_pipeline.store``).
 """
 
+from rag_pipeline.store import CommittedOnly, OnlineOnly
 from serving.retrieval.boosts import document_date
 from serving.retrieval.candidates import Candidate, QueryError, Retrieval
 from serving.retrieval.encoders import QueryEncoders, query_encoders
-from serving.retrieval.filters import CommittedOnly, OnlineOnly
 from serving.retrieval.fusion import fuse
 from serving.retrieval.retriever import Retriever, live_index, search
 

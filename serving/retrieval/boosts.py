@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rag_pipeline.store.schema import Hit
+from rag_pipeline.store import Hit
 from serving.retrieval.candidates import Candidate
 
 _LOOKUP_TERMS = 4  # a query of at most this many keyword terms is a look-up (looks_up)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag_pipeline import ids
-from rag_pipeline.store.schema import QueryFilter
+from rag_pipeline.store import QueryFilter
 
 
 class QueryError(ValueError):

@@ -7,8 +7,7 @@ import weakref
 from dataclasses import dataclass
 
 from rag_pipeline.config import Settings
-from rag_pipeline.embedding import DenseEncoder, SparseEncoder
-from rag_pipeline.embedding.image import ClipEncoder
+from rag_pipeline.embedding import ClipEncoder, DenseEncoder, SparseEncoder
 
 
 @dataclass(eq=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 
 from rag_pipeline.config import RetrievalSettings
-from rag_pipeline.store.schema import Hit, NearestHits
+from rag_pipeline.store import Hit, NearestHits
 from serving.retrieval.candidates import Candidate
 
 # The rankings fusion merges: NearestHits fields, each weighted by RetrievalSettings.<kind>_weight.

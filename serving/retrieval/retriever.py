@@ -10,10 +10,15 @@ from typing import TYPE_CHECKING
 
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import RetrievalSettings, Settings
-from rag_pipeline.embedding.models import dense_model_languages
+from rag_pipeline.embedding import dense_model_languages
 from rag_pipeline.language import detect_language
-from rag_pipeline.store import SearchableStore
-from rag_pipeline.store.schema import NearestHits, QueryFilter
+from rag_pipeline.store import (
+    CommittedOnly,
+    NearestHits,
+    OnlineOnly,
+    QueryFilter,
+    SearchableStore,
+)
 from serving.retrieval.boosts import (
     diversified,
     freshened,
@@ -25,7 +30,6 @@ from serving.retrieval.boosts import (
 )
 from serving.retrieval.candidates import Candidate, QueryError, Retrieval
 from serving.retrieval.encoders import query_encoders
-from serving.retrieval.filters import CommittedOnly, OnlineOnly
 from serving.retrieval.fusion import fuse
 
 if TYPE_CHECKING:

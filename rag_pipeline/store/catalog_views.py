@@ -1,4 +1,4 @@
-"""Stores searched for what the catalog lets through: online documents, committed versions."""
+"""Stores searched through the catalog: for online documents only, for committed versions only."""
 
 from __future__ import annotations
 
