@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from rag_pipeline import ids
 from rag_pipeline.batching import batched
-from rag_pipeline.language import detect_language
+from rag_pipeline.language import detect_language, line_spans, sentence_spans
 
 # Bump when chunks come out differently for the same elements and settings: it re-indexes.
 CHUNKER_VERSION = "chunks-6"
@@ -29,19 +29,8 @@ if TYPE_CHECKING:
     from rag_pipeline.embedding.dense import TokenCounter
     from rag_pipeline.parsing import Element
 
-# Sentence ends: ASCII terminators before a space and a capital, digit or opening quote;
-# CJK terminators anywhere (Chinese puts no space after them). Closing quotes stay with the end.
-_SENTENCE_END = re.compile(
-    r"(?<=[.!?])['\"”’)\]]*\s+(?=[\"“‘(\[A-Z0-9\u00c0-\u024f])"
-    r"|(?<=[。！？；…])['\"”’）」』]*\s*"
-    r"|(?<=[.!?])['\"”’)\]]*\s*(?=[\u3400-\u9fff])"
-)
 _LETTER = re.compile(r"[^\W\d_]")
 _WORD = re.compile(r"[^\W\d_]{4,}")  # four letters or more
-_ABBREVIATION = re.compile(
-    r"(\b(e\.g|i\.e|etc|vs|cf|al|Fig|Figs|Eq|Eqs|No|Nos|Dr|Mr|Mrs|Ms|Prof|St|Inc|Ltd|Co|Jr|Sr|"
-    r"approx|Vol|pp|Sec|Ch)|\b[A-Z])\.$"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,34 +248,6 @@ def _even_share(remaining: int, budget: int, overlap: int) -> int:
     return -(-(remaining + (pieces - 1) * overlap) // pieces)
 
 
-def sentence_spans(text: str) -> list[tuple[int, int]]:
-    spans: list[tuple[int, int]] = []
-    start = 0
-    for match in _SENTENCE_END.finditer(text):
-        if match.start() <= start or _ABBREVIATION.search(text[start : match.start()]):
-            continue
-        end = match.end()
-        while end > start and text[end - 1].isspace():
-            end -= 1
-        spans.append((start, end))
-        start = match.end()
-    if text[start:].strip():
-        spans.append((start, len(text)))
-    # Lines are sentences too when the text has no punctuation to split at (logs, code, lists).
-    return [span for a, b in spans for span in _line_spans(text, a, b)]
-
-
-def _line_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
-    if "\n" not in text[start:end]:
-        return [(start, end)]
-    spans, cursor = [], start
-    for line in text[start:end].split("\n"):
-        if line.strip():
-            spans.append((cursor, cursor + len(line)))
-        cursor += len(line) + 1
-    return spans
-
-
 def _split_tokens(
     element: Element, start: int, end: int, counter: TokenCounter, budget: int, overlap: int
 ) -> list[_Piece]:
@@ -310,7 +271,7 @@ def _split_tokens(
 def _split_rows(
     element: Element, counter: TokenCounter, budget: int, overlap: int, repeat_header: bool
 ) -> list[_Piece]:
-    lines = _line_spans(element.text, 0, len(element.text))
+    lines = line_spans(element.text, 0, len(element.text))
     counts = counter.count([element.text[a:b] for a, b in lines])
     header = lines[0] if repeat_header and counts[0] < budget // 2 else None
     header_tokens = counts[0] if header else 0

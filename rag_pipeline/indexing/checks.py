@@ -17,13 +17,13 @@ from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import Settings
 from rag_pipeline.embedding.image import clip_model_id
 from rag_pipeline.files import write_atomically
-from rag_pipeline.indexing.points import vector_sizes
 from rag_pipeline.indexing.run import Indexer, Metadata
 from rag_pipeline.store import (
     VectorStore,
     embedded_files_state,
     open_vector_store,
     passed_verification_record,
+    vector_sizes,
 )
 
 

@@ -45,13 +45,12 @@ from rag_pipeline.embedding.image import (
     ensure_picture_vectors,
 )
 from rag_pipeline.faults import fault_point
-from rag_pipeline.indexing.points import VectorModels
 from rag_pipeline.manifest import SourceFile, describe_file, needs_indexing
 from rag_pipeline.parsing import ParseOptions
 from rag_pipeline.parsing.pool import parse_in_workers, start_parser_server
 from rag_pipeline.redaction import Redactor
 from rag_pipeline.stages import DocumentTask, StageFiles, StageMeta, write_parsed_stage
-from rag_pipeline.store import VectorStore, open_vector_store
+from rag_pipeline.store import VectorModels, VectorStore, open_vector_store
 from rag_pipeline.store.schema import is_picture
 
 Metadata = dict[str, Any]

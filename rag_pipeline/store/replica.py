@@ -28,13 +28,15 @@ import numpy as np
 from rag_pipeline.catalog import Catalog, CollectionRecord, DocumentRecord
 from rag_pipeline.config import Settings
 from rag_pipeline.embedding import EmbeddingCache, open_embedding_cache
-from rag_pipeline.indexing.points import VectorModels, points_from_cache, vector_sizes
 from rag_pipeline.store import SearchableStore, VectorStore, open_vector_store, uses_server
+from rag_pipeline.store.catalog_views import CommittedOnly
 from rag_pipeline.store.edge import EdgeStore
+from rag_pipeline.store.points import VectorModels, points_from_cache, vector_sizes
 from rag_pipeline.store.schema import DocumentFacts, Hit, NearestHits, QueryFilter
-from serving.retrieval import CommittedOnly
 
-logger = logging.getLogger(__name__)
+# Named as when this lived in serving/: outside ``rag_pipeline``, whose log the CLI prints at
+# INFO, so ``serve`` still prints failed refreshes but not each refresh.
+logger = logging.getLogger("serving.replica")
 
 
 class ServingStore(SearchableStore, Protocol):

@@ -12,9 +12,13 @@ from typing import Any
 import numpy as np
 
 from rag_pipeline.config import Settings
-from rag_pipeline.embedding import EmbeddingCache, SparseVector
-from rag_pipeline.embedding.image import clip_dim, clip_model_id
-from rag_pipeline.embedding.models import dense_model_dim
+from rag_pipeline.embedding import (
+    EmbeddingCache,
+    SparseVector,
+    clip_dim,
+    clip_model_id,
+    dense_model_dim,
+)
 from rag_pipeline.store.schema import (
     DocumentFacts,
     IndexPoint,
