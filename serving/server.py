@@ -17,7 +17,7 @@ from starlette.routing import Mount
 from rag_pipeline.config import Settings
 from serving.access import AccessMiddleware, check_binding
 from serving.api import api_routes
-from serving.app import PAGE_CSS, build_page, gr
+from serving.page import PAGE_CSS, build_page, gr
 from serving.workspaces import ServedWorkspaces
 
 

@@ -1,0 +1,130 @@
+"""The page's HTML and markdown: answers with their citation markers as links, the evidence under
+them, the workspace's sources, and a workspace's card."""
+
+from __future__ import annotations
+
+import html
+import re
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote
+
+from rag_pipeline.catalog import Catalog
+from rag_pipeline.workspaces import Workspace
+from serving.answer import Answer
+from serving.assistant import Assistant, file_url
+
+CITE_PREFIX = "#cite:"
+_MARKER = re.compile(r"\[(\d+)\]")
+
+
+def linked(answer: Answer) -> str:
+    """The answer with each marker [n] as a link to its passage's preview."""
+    sources = [
+        {"number": n, "chunk_id": answer.passages[n - 1].payload.get("chunk_id", "")}
+        for n in answer.cited
+    ]
+    return link_markers(answer.text, sources)
+
+
+def link_markers(text: str, sources: list[dict[str, Any]]) -> str:
+    chunks = {source["number"]: source["chunk_id"] for source in sources}
+
+    def link(match: re.Match[str]) -> str:
+        chunk = chunks.get(int(match.group(1)))
+        return (
+            f"[[{match.group(1)}]]({CITE_PREFIX}{quote(chunk, safe='')})"
+            if chunk
+            else match.group(0)
+        )
+
+    return _MARKER.sub(link, text)
+
+
+def evidence_html(sources: list[dict[str, Any]], workspace_id: str | None) -> str:
+    """The cited passages, grouped by file, each citation a link to its preview."""
+    if not sources:
+        return ""
+    by_file: dict[str, list[dict[str, Any]]] = {}
+    for source in sources:
+        by_file.setdefault(source["doc_id"], []).append(source)
+    parts = ["<div class='evidence'><p><b>Evidence</b></p>"]
+    for doc_id, cited in by_file.items():
+        original = file_url(doc_id, workspace_id)
+        parts.append(
+            f"<div class='file'>{html.escape(cited[0]['file_name'])} "
+            f"<a href='{original}' target='_blank'>↗</a></div>"
+        )
+        for source in cited:
+            where = ", ".join(
+                part
+                for part in (
+                    f"p. {source['page']}" if source.get("page") else "",
+                    html.escape(source.get("section") or ""),
+                )
+                if part
+            )
+            parts.append(
+                f"<div class='cite'><a href='{CITE_PREFIX}{quote(source['chunk_id'], safe='')}' "
+                f"class='citation'>[{source['number']}]</a> "
+                f"<span class='where'>{where}</span> {html.escape(source['snippet'])}</div>"
+            )
+    parts.append("</div>")
+    return "\n".join(parts)
+
+
+def sources_html(assistant: Assistant, workspace_id: str | None, *, running: bool) -> str:
+    """The workspace's folders and each document's state (indexing, indexed, or failed and
+    why), with a download of each original."""
+    settings = assistant.settings
+    live = assistant.catalog.live_collection()
+    records = assistant.catalog.documents(live.name) if live else {}
+    parts = ["<div class='evidence'>"]
+    for folder in settings.watched_folders:
+        name = "uploads" if folder == settings.upload_folder else folder.name
+        parts.append(f"<div class='file'>{html.escape(name)}</div>")
+    if running:
+        parts.append("<p><i>indexing…</i></p>")
+    states = {
+        doc_id: f"indexed, {record.chunks} chunks"
+        if record.state == "indexed"
+        else f"failed: {record.error or 'unknown reason'}"
+        for doc_id, record in records.items()
+    }
+    uploaded = settings.upload_folder.iterdir() if settings.upload_folder.is_dir() else []
+    for path in uploaded:  # not in the catalog yet
+        states.setdefault(f"uploads/{path.name}", "indexing" if running else "not indexed yet")
+    for doc_id, state in sorted(states.items()):
+        download = (
+            f" <a href='{file_url(doc_id, workspace_id)}' download class='download'>download</a>"
+            if doc_id in records
+            else ""
+        )
+        parts.append(
+            f"<div class='cite' data-doc='{html.escape(doc_id)}'>{html.escape(doc_id)} "
+            f"<span class='where'>{html.escape(state)}</span>{download}</div>"
+        )
+    parts.append("</div>")
+    return "\n".join(parts)
+
+
+def card_html(listed: Workspace) -> str:
+    """A workspace's card: name, sources, documents, last opened."""
+    with Catalog(listed.settings) as catalog:
+        live = catalog.live_collection()
+        indexed = sum(
+            1 for r in (catalog.documents(live.name).values() if live else []) if r.indexed_version
+        )
+    opened = (
+        datetime.fromtimestamp(listed.last_opened, UTC).strftime("%Y-%m-%d %H:%M UTC")
+        if listed.last_opened
+        else "never"
+    )
+    facts = (
+        f"{len(listed.settings.watched_folders)} sources · {indexed} documents · "
+        f"last opened {opened}"
+    )
+    return (
+        f"<div class='name' data-workspace='{html.escape(listed.id)}'>"
+        f"{html.escape(listed.name)}</div><div class='facts'>{html.escape(facts)}</div>"
+    )
