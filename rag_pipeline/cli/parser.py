@@ -180,9 +180,16 @@ def argument_parser() -> argparse.ArgumentParser:
     ui = command(
         "ui",
         ui_command,
-        "Open the Dagster UI on this home folder (dagster dev).",
+        "Open the Dagster UI on this home folder (dagster dev, with its daemon and the sensor), "
+        "and watch every workspace's folders meanwhile: a change is indexed as it settles, "
+        "and shown in the UI (as `watch` does), until Ctrl-C or SIGTERM.",
         per_workspace=False,
     )
     ui.add_argument("--port", type=int, default=3000)
     ui.add_argument("--host", default="127.0.0.1")
+    ui.add_argument(
+        "--no-watch",
+        action="store_true",
+        help="leave the folders to the sensor's tick (indexing.sensor_seconds)",
+    )
     return parser

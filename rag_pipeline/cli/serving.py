@@ -110,8 +110,13 @@ def watch_command(args: argparse.Namespace) -> int:
 
 
 def ui_command(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
     from rag_pipeline.defs.direct import report_every_workspace
     from rag_pipeline.defs.instance import write_instance_config
+    from rag_pipeline.orchestration.watch import watch
+    from rag_pipeline.processes import start_process_group, stop_process_group
 
     settings = settings_of(args)
     report_every_workspace(settings)  # what `index` did without Dagster, shown from the start
@@ -134,5 +139,21 @@ def ui_command(args: argparse.Namespace) -> int:
         "-h",
         args.host,
     ]
-    os.execve(command[0], command, environment)
-    return 0  # not reached: exec replaces this process
+    # In a session of its own, so that stopping `ui` (SIGTERM from a service manager, Ctrl-C)
+    # stops the webserver, the daemon and their code servers with it.
+    dagster = start_process_group(command, environment)
+    stop = threading.Event()
+    for stop_signal in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop_signal, lambda *_: stop.set())
+    threading.Thread(target=lambda: (dagster.wait(), stop.set()), daemon=True).start()
+    try:
+        if args.no_watch:
+            stop.wait()
+        else:
+            # A pass through the direct path is shown in Dagster at once, not at the next tick.
+            watch(settings, stop, on_pass=lambda *_: report_every_workspace(settings))
+    finally:
+        ended_by_itself = dagster.poll() is not None
+        if not ended_by_itself:
+            stop_process_group(dagster)
+    return dagster.returncode if ended_by_itself and dagster.returncode else 0

@@ -14,10 +14,8 @@ starts whatever else waits in the queue.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -35,6 +33,7 @@ from rag_pipeline.defs.errors import NoDaemon
 from rag_pipeline.defs.instance import get_instance, write_instance_config
 from rag_pipeline.defs.runs import TRIGGER_TAG, PlannedRun, fail_abandoned_runs, index_documents_job
 from rag_pipeline.files import write_atomically
+from rag_pipeline.processes import start_process_group, stop_process_group
 
 logger = logging.getLogger(__name__)
 
@@ -123,43 +122,12 @@ def queue_daemon(settings: Settings) -> Iterator[Callable[[], bool]]:
 def start_daemon(
     workspace: Path, environment: Mapping[str, str], log: IO[Any]
 ) -> subprocess.Popen[bytes]:
-    """``dagster-daemon run`` for ``workspace``, in a session of its own so that
-    :func:`stop_process_group` stops the code server and runs it started too. On Linux it is
-    also stopped (SIGTERM) when the process that started it dies, even by SIGKILL."""
-    return subprocess.Popen(
-        # The venv's dagster-daemon, beside this interpreter (the venv need not be on PATH).
-        [str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", str(workspace)],
-        env=dict(environment),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        preexec_fn=_terminated_with_parent(os.getpid()) if sys.platform == "linux" else None,
-    )
-
-
-def _terminated_with_parent(parent: int) -> Callable[[], None]:
-    """What a child runs before its program: ask the kernel for SIGTERM when its parent dies.
-    The C function is looked up here, before the fork: the child only calls it."""
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-    set_parent_death_signal = 1  # PR_SET_PDEATHSIG, <linux/prctl.h>
-
-    def arrange() -> None:
-        prctl(set_parent_death_signal, signal.SIGTERM)
-        if os.getppid() != parent:  # the parent died before the request was in place
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return arrange
-
-
-def stop_process_group(process: subprocess.Popen[bytes], timeout_seconds: float = 60) -> None:
-    """Stop a process started in a session of its own, and what it started: SIGTERM, then
-    SIGKILL if it has not ended within ``timeout_seconds``."""
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=timeout_seconds)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+    """``dagster-daemon run`` for ``workspace``, stopped with this process
+    (:func:`~rag_pipeline.processes.stop_process_group` stops the code server and runs it
+    started too)."""
+    # The venv's dagster-daemon, beside this interpreter (the venv need not be on PATH).
+    daemon = str(Path(sys.executable).with_name("dagster-daemon"))
+    return start_process_group([daemon, "run", "-w", str(workspace)], environment, log)
 
 
 def wait_for_runs(
