@@ -63,6 +63,16 @@ def watch(settings: Settings, stop: threading.Event, on_pass: Passed | None = No
 
 
 def _pass(workspaces: list[Workspace], on_pass: Passed | None) -> None:
+    """A pass over ``workspaces``, in a thread of its own: a Dagster run in the main thread would
+    take over the process's signal handlers and swallow the SIGTERM meant to stop the watcher
+    (which then ends once the pass is over)."""
+    worker = threading.Thread(target=_index_each, args=(workspaces, on_pass), name="watch-pass")
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.5)
+
+
+def _index_each(workspaces: list[Workspace], on_pass: Passed | None) -> None:
     for workspace in workspaces:
         try:
             outcome = index_once(workspace.settings, trigger="watch")
