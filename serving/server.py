@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from starlette.routing import Mount
 
 from rag_pipeline.config import Settings
-from serving.access import AccessMiddleware, check_binding
+from serving.access import AccessMiddleware, check_binding, sign_in_routes
 from serving.api import api_routes
 from serving.page import PAGE_CSS, build_page, gr
 from serving.workspaces import ServedWorkspaces
@@ -24,6 +24,7 @@ from serving.workspaces import ServedWorkspaces
 def build_app(workspaces: ServedWorkspaces) -> FastAPI:
     app = FastAPI(title="rag-pipeline", docs_url="/api/docs", openapi_url="/api/openapi.json")
     app.include_router(api_routes(workspaces))
+    app.include_router(sign_in_routes(workspaces.authenticator))
     # Outermost: no route, Gradio's own included, answers anyone not signed in.
     app.add_middleware(AccessMiddleware, authenticator=workspaces.authenticator)
     return gr.mount_gradio_app(

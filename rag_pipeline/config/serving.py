@@ -202,6 +202,13 @@ class AccessSettings(BaseModel):
     sign_in_max_delay_seconds: float = Field(
         300.0, gt=0, description="The longest wait between two password tries."
     )
+    session_hours: float = Field(
+        12.0,
+        gt=0,
+        description="How long a browser stays signed in after the sign-in form (its session "
+        "cookie's expiry). Sessions are kept in the server's memory: a restart signs everyone "
+        "out.",
+    )
 
     @property
     def configured(self) -> bool:

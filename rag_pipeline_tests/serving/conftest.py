@@ -16,7 +16,7 @@ from rag_pipeline.config import Settings, load_settings
 from rag_pipeline_tests.documents import two_column_pdf
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser
+    from playwright.sync_api import Browser, Page
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -79,3 +79,15 @@ def chromium() -> Iterator[Browser]:
             yield browser
         finally:
             browser.close()
+
+
+def signed_in(browser: Browser, url: str, name: str, password: str) -> Page:
+    """A page of its own browser context, signed in with the sign-in form the page sends it to
+    (close it with ``page.context.close()``)."""
+    page = browser.new_context().new_page()
+    page.goto(url + "/")
+    page.locator("#name").fill(name)
+    page.locator("#password").fill(password)
+    page.locator("#sign-in").click()
+    page.wait_for_url(url + "/")
+    return page

@@ -22,7 +22,7 @@ from rag_pipeline.config import (
 )
 from rag_pipeline.ids import DEFAULT_WORKSPACE
 from rag_pipeline.workspaces import create_workspace, find_workspace
-from rag_pipeline_tests.serving.conftest import CHROMIUM, chromium
+from rag_pipeline_tests.serving.conftest import CHROMIUM, chromium, signed_in
 from serving.access import AccessError, User, add_user, check_binding
 from serving.server import BackgroundServer
 from serving.workspaces import NotAllowed, ServedWorkspaces
@@ -279,11 +279,7 @@ def test_in_a_browser_each_user_sees_and_searches_only_their_workspaces(
     url, _ = two_teams
     with chromium() as browser:
         for user, own, other in (("alice", "quokka", "zebrafish"), ("bob", "zebrafish", "quokka")):
-            session = browser.new_context(
-                http_credentials={"username": user, "password": f"{user}-password"}
-            )
-            page = session.new_page()
-            page.goto(url + "/")
+            page = signed_in(browser, url, user, f"{user}-password")
             page.locator("#workspace input").click()
             options = page.locator("ul[role='listbox'] li")
             options.first.wait_for(timeout=30_000)
@@ -302,7 +298,7 @@ def test_in_a_browser_each_user_sees_and_searches_only_their_workspaces(
             assert cards.count() == 1 and cards.first.inner_text().startswith(shown[0])
             assert cards.get_by_role("button", name="Open").count() == 1
             assert cards.get_by_role("button", name="Delete").count() == 0  # not '*' users
-            session.close()
+            page.context.close()
 
 
 def _card(page: Page, name: str) -> Locator:
@@ -321,10 +317,7 @@ def test_in_a_browser_an_admin_creates_a_workspace_then_renames_sorts_and_delete
     url, _ = two_teams
     home, _ = teams_home
     with chromium() as browser:
-        page = browser.new_page(
-            http_credentials={"username": "admin", "password": "admin-password"}
-        )
-        page.goto(url + "/")
+        page = signed_in(browser, url, "admin", "admin-password")
         opened = page.locator("#workspace input")
         expect(opened).to_have_value("Default", timeout=30_000)
         page.get_by_role("tab", name="Workspaces").click()

@@ -5,7 +5,9 @@ add``): a salted scrypt hash of their password, the SHA-256 of their bearer toke
 workspaces granted to them. A request proves who it is by one of:
 
 - ``Authorization: Bearer <token>``: the search API, agents, ``gradio_client``;
-- ``Authorization: Basic …`` (user name and password): the browser asks once per session;
+- ``Authorization: Basic …`` (user name and password);
+- the session cookie the sign-in form sets (``sign_in``): a browser visiting the page without
+  one is sent to the form;
 - the header a trusted reverse proxy sets (``access.proxy_user_header``), when configured.
 
 One ASGI middleware checks every request, the page, Gradio's own routes and the API alike, so no
@@ -16,8 +18,8 @@ known one, so timing tells no names. With nobody configured the server only bind
 (``check_binding``), and whoever reaches it is the local user, who may use every workspace.
 
 The parts: the users as the settings store them (``users``), the authenticator that tells who is
-asking (``authenticator``) and its count of wrong passwords (``throttle``), and the middleware at
-the door (``middleware``).
+asking (``authenticator``), its count of wrong passwords (``throttle``) and its browser sessions
+(``sessions``), the sign-in form (``sign_in``), and the middleware at the door (``middleware``).
 """
 
 from serving.access.authenticator import Authenticator
@@ -28,6 +30,8 @@ from serving.access.middleware import (
     Send,
     check_binding,
 )
+from serving.access.sessions import SESSION_COOKIE, Sessions
+from serving.access.sign_in import SIGN_IN, SIGN_OUT, sign_in_routes
 from serving.access.throttle import Throttle, Throttled
 from serving.access.users import (
     LOCAL_USER,
@@ -43,11 +47,15 @@ from serving.access.users import (
 __all__ = [
     "LOCAL_USER",
     "PAGE_HEADERS",
+    "SESSION_COOKIE",
+    "SIGN_IN",
+    "SIGN_OUT",
     "AccessError",
     "AccessMiddleware",
     "Authenticator",
     "Receive",
     "Send",
+    "Sessions",
     "Throttle",
     "Throttled",
     "User",
@@ -55,6 +63,7 @@ __all__ = [
     "check_binding",
     "hash_password",
     "remove_user",
+    "sign_in_routes",
     "token_hash",
     "verify_password",
 ]

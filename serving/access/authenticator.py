@@ -1,8 +1,10 @@
 """Who is asking: the user a request's headers prove (a trusted proxy's header, a bearer token,
-or a user name and password), from the installation's settings read anew when they change."""
+a user name and password, or the session cookie the sign-in form set), from the installation's
+settings read anew when they change."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import functools
@@ -11,10 +13,15 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
+
+from starlette.requests import cookie_parser
 
 from rag_pipeline.config import SETTINGS_FILE, AccessSettings, load_settings
+from serving.access.sessions import SESSION_COOKIE, Sessions
 from serving.access.throttle import Throttle, Throttled
 from serving.access.users import LOCAL_USER, User, hash_password, token_hash, verify_password
 
@@ -25,6 +32,8 @@ _REMEMBERED_SECONDS = 86_400.0
 
 
 logger = logging.getLogger("rag_pipeline.serving.access")
+
+_Checked = TypeVar("_Checked")
 
 
 class Authenticator:
@@ -38,12 +47,26 @@ class Authenticator:
         self._access = AccessSettings()
         self._verified: dict[str, tuple[str, float]] = {}  # hash of the header -> user, when
         self._throttle = _throttle_of(self._access)
+        self.sessions = Sessions()
+        # Password hashing, one at a time: guesses queue here, not on the event loop.
+        self._hashing = ThreadPoolExecutor(1, thread_name_prefix="password-check")
         self._reload()
 
     @property
     def access(self) -> AccessSettings:
         self._reload()
         return self._access
+
+    @property
+    def offers_sign_in(self) -> bool:
+        """Whether browsers sign in with the form: some user has a password."""
+        return any(grants.password_hash for grants in self.access.users.values())
+
+    async def off_loop(self, check: Callable[..., _Checked], *arguments: object) -> _Checked:
+        """``check(*arguments)`` (one that hashes a password) in the hashing thread."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self._hashing, functools.partial(check, *arguments)
+        )
 
     def _reload(self) -> None:
         path = self._root / SETTINGS_FILE
@@ -93,7 +116,8 @@ class Authenticator:
             return self._bearer(access, credentials.strip())
         if scheme.lower() == "basic" and credentials:
             return self._basic(access, credentials.strip(), client)
-        return None
+        token = _cookie(headers, SESSION_COOKIE)
+        return self._session(access, token) if token else None
 
     @staticmethod
     def _named(access: AccessSettings, name: str) -> User | None:
@@ -108,17 +132,47 @@ class Authenticator:
                 return User(name, grants)
         return None
 
+    def _session(self, access: AccessSettings, token: str) -> User | None:
+        session = self.sessions.find(token)
+        grants = access.users.get(session.name) if session else None
+        if session is None or grants is None or grants.password_hash != session.password_hash:
+            return None  # none, expired, or its user removed or given a new password since
+        return User(session.name, grants)
+
+    def password_user(self, name: str, password: str, client: str = "") -> User | None:
+        """The user this name and password sign in (the sign-in form's check: slow, run it
+        :meth:`off_loop`), None when they sign in nobody. Raises :class:`Throttled` for a try
+        that must wait."""
+        credentials = base64.b64encode(f"{name}:{password}".encode()).decode()
+        return self._password(self.access, credentials, name, password, client)
+
+    def start_session(self, user: User) -> str:
+        """A new session for a user just signed in by password: its token, for the cookie."""
+        if user.grants is None or not user.grants.password_hash:
+            raise ValueError(f"{user.name} signs in without a password: no session")
+        return self.sessions.start(user.name, user.grants.password_hash, self.access.session_hours)
+
     def _basic(self, access: AccessSettings, credentials: str, client: str) -> User | None:
         key = token_hash(credentials)
-        now = time.monotonic()
         with self._lock:
             remembered = self._verified.get(key)
-        if remembered and now - remembered[1] < _VERIFIED_SECONDS:
+        if remembered and time.monotonic() - remembered[1] < _VERIFIED_SECONDS:
             return self._named(access, remembered[0])
         try:
             name, _, password = base64.b64decode(credentials).decode().partition(":")
         except (binascii.Error, UnicodeDecodeError):
             return None
+        return self._password(access, credentials, name, password, client)
+
+    def _password(
+        self, access: AccessSettings, credentials: str, name: str, password: str, client: str
+    ) -> User | None:
+        """The password check, throttled, of HTTP Basic and the sign-in form alike;
+        ``credentials``: the Basic form of the name and password, remembered once right."""
+        key = token_hash(credentials)
+        now = time.monotonic()
+        with self._lock:
+            remembered = self._verified.get(key)
         throttle = self._throttle
         keys = [f"user:{name}", f"client:{client}"]
         known_good = (
@@ -145,6 +199,10 @@ class Authenticator:
             if self._access is access:  # not a password the settings changed while it was hashed
                 self._verified[key] = (name, now)
         return User(name, grants)
+
+
+def _cookie(headers: Mapping[str, str], name: str) -> str | None:
+    return cookie_parser(headers.get("cookie", "")).get(name) or None
 
 
 def _throttle_of(access: AccessSettings) -> Throttle:

@@ -1,19 +1,19 @@
-"""The door: every request is signed in or refused, a write from another site's page refused,
-and every response sent with the page headers; with nobody to sign in, no serving beyond
-loopback (:func:`check_binding`)."""
+"""The door: every request is signed in or refused (a browser's visit sent to the sign-in form),
+a write from another site's page refused, and every response sent with the page headers; with
+nobody to sign in, no serving beyond loopback (:func:`check_binding`)."""
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import json
 import math
 from collections.abc import Awaitable, Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from urllib.parse import quote
 
 from rag_pipeline.config import AccessSettings
 from serving.access.authenticator import Authenticator
+from serving.access.sign_in import SIGN_IN, SIGN_OUT
 from serving.access.throttle import Throttled
 from serving.access.users import AccessError
 
@@ -41,14 +41,13 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 class AccessMiddleware:
-    """Every HTTP and WebSocket request is signed in, or refused with 401. Routes ask the
-    authenticator again for the user (a cached lookup) to scope what they answer."""
+    """Every HTTP and WebSocket request is signed in, or refused with 401; a browser visiting a
+    page is sent to the sign-in form instead, which, with signing out, is open to anyone. Routes
+    ask the authenticator again for the user (a cached lookup) to scope what they answer."""
 
     def __init__(self, app: Callable[..., Awaitable[None]], authenticator: Authenticator) -> None:
         self.app = app
         self.authenticator = authenticator
-        # Password hashing, one at a time: guesses queue here, not on the event loop.
-        self._hashing = ThreadPoolExecutor(1, thread_name_prefix="password-check")
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -62,21 +61,24 @@ class AccessMiddleware:
             await _refuse(scope, send, status=403, detail="a request from another site")
             return
         send = _with_page_headers(send)
+        if scope["type"] == "http" and scope["path"] in (SIGN_IN, SIGN_OUT):
+            await self.app(scope, receive, send)
+            return
         client = (scope.get("client") or ("",))[0] or ""
         try:
             if self.authenticator.checks_password(headers):
-                user = await asyncio.get_running_loop().run_in_executor(
-                    self._hashing, self.authenticator.user, headers, client
-                )
+                user = await self.authenticator.off_loop(self.authenticator.user, headers, client)
             else:
                 user = self.authenticator.user(headers, client)
         except Throttled as throttled:
             await _refuse(scope, send, retry_after=throttled.seconds)
             return
-        if user is None:
+        if user is None and _visits_a_page(scope, headers) and self.authenticator.offers_sign_in:
+            await _to_sign_in(scope, send)
+        elif user is None:
             await _refuse(scope, send)
-            return
-        await self.app(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
 
 
 # On every response: no framing (clickjacking), no sniffing, no full URL sent elsewhere.
@@ -105,6 +107,29 @@ def _foreign_origin(scope: dict[str, Any], headers: Mapping[str, str]) -> bool:
     return _without_default_port(scheme, host.rstrip("/")) not in {
         _without_default_port(scheme, name.strip().lower()) for name in allowed if name
     }
+
+
+def _visits_a_page(scope: dict[str, Any], headers: Mapping[str, str]) -> bool:
+    """A browser opening a page (rather than a script's or an agent's request)."""
+    if scope["type"] != "http" or scope.get("method") not in ("GET", "HEAD"):
+        return False
+    mode = headers.get("sec-fetch-mode")
+    return mode == "navigate" if mode else "text/html" in headers.get("accept", "")
+
+
+async def _to_sign_in(scope: dict[str, Any], send: Send) -> None:
+    """303 to the sign-in form, which comes back here once signed in."""
+    query = scope.get("query_string", b"").decode("latin-1")
+    asked = scope["path"] + (f"?{query}" if query else "")
+    location = f"{SIGN_IN}?next={quote(asked, safe='')}"
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 303,
+            "headers": [(b"location", location.encode()), (b"content-length", b"0")],
+        }
+    )
+    await send({"type": "http.response.body", "body": b""})
 
 
 def _without_default_port(scheme: str, host: str) -> str:

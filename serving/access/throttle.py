@@ -16,9 +16,9 @@ class Throttled(Exception):
 
 
 class Throttle:
-    """Wrong passwords counted per key (a user name, a client address): ``free`` in a row cost
-    nothing more; after that each try waits ``delay`` seconds, doubling with every further wrong
-    one, up to ``cap``. A right password clears its keys."""
+    """Wrong passwords counted per key (a user name, a client address): after ``free`` in a
+    row, each further try waits ``delay`` seconds, doubling with every further wrong one, up to
+    ``cap``. A right password clears its keys."""
 
     _MOST_KEYS = 100_000  # beyond this, keys quiet for longer than the cap are forgotten
 
@@ -51,7 +51,8 @@ class Throttle:
                 self._pruned = now
             for key in keys:
                 count = self._wrong.get(key, (0, now))[0] + 1
-                beyond = min(count - self.free, 64)  # 2**64 × any delay is past any cap
+                # The free tries' last brings the first wait; 2**64 × any delay is past any cap.
+                beyond = min(count - self.free + 1, 64)
                 wait = 0.0 if beyond <= 0 else min(self.cap, self.delay * 2 ** (beyond - 1))
                 self._wrong[key] = (count, now + wait)
                 waits.append(wait)

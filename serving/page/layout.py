@@ -37,6 +37,8 @@ PAGE_CSS = """
         min-width: 14em; }
 .card .name { font-weight: 600; }
 .card .facts { color: var(--body-text-color-subdued); font-size: 0.9em; }
+.signed-in { text-align: right; }
+.signed-in form { display: inline; margin-left: 0.6em; }
 """
 
 
@@ -61,6 +63,7 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
                 scale=1,
             )
             status = gr.Markdown("", elem_id="workspace-status")
+            signed_in = gr.HTML("", elem_id="signed-in")
         with gr.Row():
             with gr.Column(scale=1, min_width=220):
                 conversations = gr.Dropdown(
@@ -229,5 +232,5 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
             [workspace, listed, new_name],
             api_visibility="private",
         )
-        page.load(cards.on_load, None, workspace, api_visibility="private")
+        page.load(cards.on_load, None, [workspace, signed_in], api_visibility="private")
     return page

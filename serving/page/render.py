@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.workspaces import Workspace
+from serving.access import SIGN_OUT, User
 from serving.answer import Answer
 from serving.assistant import Assistant, file_url
 
@@ -128,3 +129,17 @@ def card_html(listed: Workspace) -> str:
         f"<div class='name' data-workspace='{html.escape(listed.id)}'>"
         f"{html.escape(listed.name)}</div><div class='facts'>{html.escape(facts)}</div>"
     )
+
+
+def signed_in_html(user: User, *, signs_out: bool) -> str:
+    """Who is signed in, with a button to sign out (a plain form) for those who signed in with
+    the form; nothing for the local user of an installation without sign-in."""
+    if user.grants is None:
+        return ""
+    sign_out = (
+        f"<form method='post' action='{SIGN_OUT}'>"
+        "<button type='submit' id='sign-out'>Sign out</button></form>"
+        if signs_out
+        else ""
+    )
+    return f"<div class='signed-in'>Signed in as <b>{html.escape(user.name)}</b> {sign_out}</div>"

@@ -11,7 +11,7 @@ import gradio as gr
 from rag_pipeline.workspaces import Workspace, WorkspaceError
 from serving.page.chat import conversation_choices
 from serving.page.handlers import Handlers
-from serving.page.render import card_html
+from serving.page.render import card_html, signed_in_html
 from serving.page.uploads import Uploads
 from serving.workspaces import NotAllowed, ServedWorkspaces
 
@@ -21,11 +21,18 @@ class WorkspaceCards(Handlers):
         super().__init__(workspaces)
         self.uploads = uploads  # an opened workspace shows its sources
 
-    def on_load(self, request: gr.Request) -> Any:
+    def on_load(self, request: gr.Request) -> tuple[Any, str]:
+        """The workspaces to choose from (the first chosen), and who is signed in."""
         user = self.signed_in(request)
         visible = self.workspaces.visible(user)
         first = visible[0].id if visible else None
-        return gr.Dropdown(choices=[(w.name, w.id) for w in visible], value=first)
+        signs_out = self.workspaces.authenticator.offers_sign_in and bool(
+            user.grants and user.grants.password_hash
+        )
+        return (
+            gr.Dropdown(choices=[(w.name, w.id) for w in visible], value=first),
+            signed_in_html(user, signs_out=signs_out),
+        )
 
     def choose_workspace(self, workspace_id: str | None, request: gr.Request) -> tuple[Any, ...]:
         """Open a workspace: its conversations, filters and sources; a fresh chat."""
