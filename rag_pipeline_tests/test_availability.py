@@ -17,7 +17,7 @@ from rag_pipeline.defs.instance import get_instance
 from rag_pipeline.defs.observations import observe_availability
 from rag_pipeline.ids import partition_key
 from rag_pipeline_tests.conftest import Cli, dagster_view
-from rag_pipeline_tests.serving.conftest import CHROMIUM, chromium
+from rag_pipeline_tests.serving.conftest import CHROMIUM, chromium, open_workspace
 from serving.access import User, add_user
 from serving.assistant import Assistant
 from serving.server import BackgroundServer
@@ -238,6 +238,7 @@ def test_in_a_browser_a_governor_archives_a_cited_document_and_puts_it_back(
     with BackgroundServer(settings) as server, chromium() as browser:
         page = browser.new_page()
         page.goto(server.url + "/")
+        open_workspace(page)
 
         def ask() -> None:
             question = page.locator("#question textarea")

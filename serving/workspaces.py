@@ -21,6 +21,7 @@ from rag_pipeline.availability import AvailabilityError, AvailabilityObserver, s
 from rag_pipeline.catalog import Availability, AvailabilityRecord, Catalog
 from rag_pipeline.config import Settings
 from rag_pipeline.ids import DEFAULT_WORKSPACE
+from rag_pipeline.locking import LockTimeout
 from rag_pipeline.parsing import format_of
 from rag_pipeline.workspaces import (
     Workspace,
@@ -35,12 +36,22 @@ from rag_pipeline.workspaces import (
 )
 from serving.access import Authenticator, User
 from serving.assistant import Assistant
+from serving.history import History
 
 logger = logging.getLogger(__name__)
 
 
 class NotAllowed(PermissionError):
     """The user may not do this, or the workspace is not theirs (the two look alike)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Contents:
+    """What deleting a workspace takes away."""
+
+    documents: int  # indexed
+    uploads: int  # files uploaded into it
+    conversations: int  # every user's
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,14 +133,44 @@ class ServedWorkspaces:
         self._require_manager(user)
         return rename_workspace(self.workspace(user, workspace_id), name)
 
-    def delete(self, user: User, workspace_id: str) -> None:
+    def contents(self, user: User, workspace_id: str) -> Contents:
+        workspace = self.workspace(user, workspace_id)
+        folder = workspace.settings.upload_folder
+        uploads = folder.iterdir() if folder.is_dir() else []
+        with self._lock:
+            assistant = self._assistants.get(workspace.id)
+        history = assistant.history if assistant else History(workspace.home)
+        try:
+            conversations = history.conversation_count()
+        finally:
+            if assistant is None:
+                history.close()
+        return Contents(
+            documents=indexed_documents(workspace.settings),
+            uploads=sum(1 for path in uploads if path.is_file() and not path.name.startswith(".")),
+            conversations=conversations,
+        )
+
+    def deletable(self, user: User, workspace_id: str) -> Workspace:
+        """The workspace, if the user may delete it: never the default one."""
         self._require_manager(user)
         workspace = self.workspace(user, workspace_id)
+        if workspace.id == DEFAULT_WORKSPACE:
+            raise NotAllowed("the default workspace cannot be deleted")
+        return workspace
+
+    def delete(self, user: User, workspace_id: str) -> None:
+        workspace = self.deletable(user, workspace_id)
         with self._lock:
             assistant = self._assistants.pop(workspace.id, None)
         if assistant is not None:
             assistant.close()
-        delete_workspace(workspace)
+        try:
+            delete_workspace(workspace)
+        except LockTimeout as error:
+            raise WorkspaceError(
+                f"{workspace.name} is being indexed: delete it once the run ends"
+            ) from error
 
     def _require_manager(self, user: User) -> None:
         if not self.may_manage(user):
@@ -194,6 +235,14 @@ class ServedWorkspaces:
             assistants, self._assistants = list(self._assistants.values()), {}
         for assistant in assistants:
             assistant.close()
+
+
+def indexed_documents(settings: Settings) -> int:
+    """The documents of the workspace's live collection that are indexed."""
+    with Catalog(settings) as catalog:
+        live = catalog.live_collection()
+        records = catalog.documents(live.name).values() if live else []
+        return sum(1 for record in records if record.indexed_version)
 
 
 def safe_file_name(name: str) -> str:

@@ -16,7 +16,7 @@ from rag_pipeline.config import Settings, load_settings
 from rag_pipeline_tests.documents import two_column_pdf
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Page
+    from playwright.sync_api import Browser, Locator, Page
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -91,3 +91,16 @@ def signed_in(browser: Browser, url: str, name: str, password: str) -> Page:
     page.locator("#sign-in").click()
     page.wait_for_url(url + "/")
     return page
+
+
+def workspace_card(page: Page, name: str) -> Locator:
+    """The card of the workspace with this name, on the page's home."""
+    return page.locator("#workspace-cards .card").filter(
+        has=page.locator(f".name:text-is('{name}')")
+    )
+
+
+def open_workspace(page: Page, name: str = "Default") -> None:
+    """Open a workspace by its card on the page's home, and wait for its chat."""
+    workspace_card(page, name).get_by_role("button", name="Open").click(timeout=30_000)
+    page.locator("#question textarea").wait_for(timeout=30_000)

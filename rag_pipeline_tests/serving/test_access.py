@@ -22,14 +22,19 @@ from rag_pipeline.config import (
 )
 from rag_pipeline.ids import DEFAULT_WORKSPACE
 from rag_pipeline.workspaces import create_workspace, find_workspace
-from rag_pipeline_tests.serving.conftest import CHROMIUM, chromium, signed_in
+from rag_pipeline_tests.serving.conftest import (
+    CHROMIUM,
+    chromium,
+    open_workspace,
+    signed_in,
+    workspace_card,
+)
 from serving.access import AccessError, User, add_user, check_binding
 from serving.server import BackgroundServer
 from serving.workspaces import NotAllowed, ServedWorkspaces
 
 if TYPE_CHECKING:
     from gradio_client import Client
-    from playwright.sync_api import Locator, Page
 
 PROXY_HEADER = "X-Forwarded-User"
 NO_FILTERS = ([], [], [], "", "")  # documents, file types, languages, after, before
@@ -276,15 +281,24 @@ def test_a_user_can_neither_open_nor_delete_anothers_conversation_nor_see_their_
 def test_in_a_browser_each_user_sees_and_searches_only_their_workspaces(
     two_teams: tuple[str, dict[str, str]],
 ) -> None:
+    from playwright.sync_api import expect
+
     url, _ = two_teams
     with chromium() as browser:
         for user, own, other in (("alice", "quokka", "zebrafish"), ("bob", "zebrafish", "quokka")):
             page = signed_in(browser, url, user, f"{user}-password")
+            shown = {"alice": "Client B", "bob": "Default"}[user]
+            # The page opens on their cards: theirs alone, to open, neither new nor deleted.
+            expect(page.locator("#workspace-cards .card .name")).to_have_text([shown])
+            cards = page.locator("#workspace-cards .card")
+            assert cards.get_by_role("button", name="Open").count() == 1
+            assert cards.get_by_role("button", name="Delete").count() == 0  # not '*' users
+            expect(page.locator("#create-workspace")).to_be_hidden()
+            open_workspace(page, shown)
             page.locator("#workspace input").click()
             options = page.locator("ul[role='listbox'] li")
             options.first.wait_for(timeout=30_000)
-            shown = {"alice": ["Client B"], "bob": ["Default"]}[user]
-            assert [o.split("\n")[-1].strip() for o in options.all_inner_texts()] == shown
+            assert [o.split("\n")[-1].strip() for o in options.all_inner_texts()] == [shown]
             page.keyboard.press("Escape")
             question = page.locator("#question textarea")
             question.fill(f"Which {own}?")
@@ -292,24 +306,11 @@ def test_in_a_browser_each_user_sees_and_searches_only_their_workspaces(
             evidence = page.locator("#evidence a.citation").first
             evidence.wait_for(timeout=60_000)
             assert other not in page.locator("#evidence").inner_text()
-            page.get_by_role("tab", name="Workspaces").click()
-            cards = page.locator("#workspace-cards .card")
-            cards.first.wait_for(timeout=30_000)
-            assert cards.count() == 1 and cards.first.inner_text().startswith(shown[0])
-            assert cards.get_by_role("button", name="Open").count() == 1
-            assert cards.get_by_role("button", name="Delete").count() == 0  # not '*' users
             page.context.close()
 
 
-def _card(page: Page, name: str) -> Locator:
-    """The card of the workspace with this name, on the page's Workspaces tab."""
-    return page.locator("#workspace-cards .card").filter(
-        has=page.locator(f".name:text-is('{name}')")
-    )
-
-
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (.ci/run installs it)")
-def test_in_a_browser_an_admin_creates_a_workspace_then_renames_sorts_and_deletes_it_by_its_card(
+def test_in_a_browser_an_admin_creates_renames_sorts_and_deletes_a_workspace_by_its_card(
     two_teams: tuple[str, dict[str, str]], teams_home: tuple[Path, dict[str, str]]
 ) -> None:
     from playwright.sync_api import expect
@@ -318,30 +319,44 @@ def test_in_a_browser_an_admin_creates_a_workspace_then_renames_sorts_and_delete
     home, _ = teams_home
     with chromium() as browser:
         page = signed_in(browser, url, "admin", "admin-password")
-        opened = page.locator("#workspace input")
-        expect(opened).to_have_value("Default", timeout=30_000)
-        page.get_by_role("tab", name="Workspaces").click()
         names = page.locator("#workspace-cards .card .name")
         expect(names).to_have_text(["Default", "Client B"], timeout=30_000)
+        default = workspace_card(page, "Default")
+        expect(default.get_by_role("button", name="Rename")).to_have_count(1)
+        expect(default.get_by_role("button", name="Delete")).to_have_count(0)  # never deleted
 
         page.locator("#workspace-name").get_by_role("textbox").fill("Client C")
         page.locator("#create-workspace").click()
-        expect(names).to_have_text(["Default", "Client B", "Client C"], timeout=30_000)
-        expect(opened).to_have_value("Client C")  # a new workspace opens
+        opened = page.locator("#workspace input")
+        expect(opened).to_have_value("Client C", timeout=30_000)  # a new workspace opens
         expect(page.locator("#workspace-status")).to_have_text("0 documents indexed")
-
-        _card(page, "Client C").get_by_role("textbox").fill("Acme")
-        _card(page, "Client C").get_by_role("button", name="Rename").click()
-        expect(names).to_have_text(["Default", "Acme", "Client B"], timeout=30_000)
-        assert find_workspace(load_settings(home), "client-c").name == "Acme"
+        page.locator("#to-workspaces").click()
         page.locator("#card-order").get_by_label("last opened").check()
-        expect(names).to_have_text(["Acme", "Default", "Client B"], timeout=30_000)
+        expect(names).to_have_text(["Client C", "Default", "Client B"], timeout=30_000)
+        expect(workspace_card(page, "Client C")).to_contain_text("1 source · 0 documents")
 
-        _card(page, "Default").get_by_role("button", name="Open").click()
-        expect(opened).to_have_value("Default", timeout=30_000)
-        _card(page, "Acme").get_by_role("button", name="Delete").click()
+        workspace_card(page, "Client C").get_by_role("textbox").fill("Acme")
+        workspace_card(page, "Client C").get_by_role("button", name="Rename").click()
+        expect(names).to_have_text(["Acme", "Default", "Client B"], timeout=30_000)
+        assert find_workspace(load_settings(home), "client-c").name == "Acme"
+        open_workspace(page, "Default")
+        page.locator("#to-workspaces").click()
+        expect(names).to_have_text(["Default", "Acme", "Client B"], timeout=30_000)
+
+        confirmation, for_good = page.locator("#doomed"), page.locator("#delete-for-good")
+        workspace_card(page, "Acme").get_by_role("button", name="Delete").click()
+        expect(confirmation).to_contain_text(
+            "Delete Acme for good? Going with it: 0 indexed documents, 0 uploaded files, "
+            "0 conversations.",
+            timeout=30_000,
+        )
+        page.locator("#keep-workspace").click()
+        expect(for_good).to_be_hidden(timeout=30_000)
+        assert (home / "workspaces" / "client-c").is_dir()
+        workspace_card(page, "Acme").get_by_role("button", name="Delete").click()
+        for_good.click()
         expect(names).to_have_text(["Default", "Client B"], timeout=30_000)
-        expect(opened).to_have_value("Default")  # the open one stays open
+        expect(for_good).to_be_hidden()
         assert not (home / "workspaces" / "client-c").exists()
 
 
@@ -365,6 +380,7 @@ def test_in_a_browser_an_upload_is_indexed_found_and_a_too_large_one_refused(
     with chromium() as browser:
         page = browser.new_page()
         page.goto(url + "/")
+        open_workspace(page)
         page.get_by_text("Sources", exact=True).click()
         page.locator("#upload input[type=file]").set_input_files(str(big))
         error = page.locator(".toast-body").filter(has_text="huge.md")

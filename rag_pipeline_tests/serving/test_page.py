@@ -18,7 +18,7 @@ from PIL import Image
 from rag_pipeline.cli import main
 from rag_pipeline.config import Settings, load_settings
 from rag_pipeline_tests.index_state import live_chunks
-from rag_pipeline_tests.serving.conftest import CHROMIUM, chromium, write_corpus
+from rag_pipeline_tests.serving.conftest import CHROMIUM, chromium, open_workspace, write_corpus
 from serving.history import History
 from serving.server import BackgroundServer
 
@@ -114,6 +114,7 @@ def test_in_a_browser_a_cited_answer_opens_its_highlighted_page(served: str) -> 
     with chromium() as browser:
         page = browser.new_page()
         page.goto(served + "/")
+        open_workspace(page)
         question = page.locator("#question textarea")
         question.fill("Which product codes does hybrid search still find?")
         question.press("Enter")

@@ -11,14 +11,17 @@ import pytest
 
 from rag_pipeline.cli import main
 from rag_pipeline.config import load_settings
+from rag_pipeline.workspaces import find_workspace
 from rag_pipeline_tests.index_state import live_chunks
 from rag_pipeline_tests.serving.conftest import write_corpus
 from serving.access import add_user
+from serving.history import History
 from serving.page import gr
 from serving.page.chat import Chat
 from serving.page.governance import Governance
+from serving.page.render import card_html
 from serving.page.uploads import Uploads
-from serving.page.workspaces import WorkspaceCards
+from serving.page.workspaces import SEARCHED_FROM, HomeParts, WorkspaceCards
 from serving.workspaces import ServedWorkspaces
 
 NO_FILTERS = ([], [], [], "", "")  # documents, file types, languages, after, before
@@ -118,21 +121,82 @@ def test_a_refused_governing_action_says_why(page: Page) -> None:
         assert _refusal(refused) == message
 
 
-def test_a_reader_gets_open_on_each_card_and_a_manager_rename_and_delete_too(page: Page) -> None:
-    def drawn(request: gr.Request) -> list[str]:
-        """The labels of the buttons on the cards, in order."""
-        with gr.Blocks() as blocks:
-            page.cards.draw("name", request, gr.Dropdown(), gr.State(0))
-        return [block.value for block in blocks.blocks.values() if isinstance(block, gr.Button)]
+def _drawn(page: Page, request: gr.Request, wanted: str = "") -> list[str]:
+    """The labels of the buttons on the cards the request's user sees (those ``wanted``
+    names), in order."""
+    with gr.Blocks() as blocks:
+        parts = HomeParts(
+            gr.Dropdown(), gr.Column(), gr.Column(), gr.State(0), gr.State(), gr.Column(), gr.HTML()
+        )
+        page.cards.draw("name", wanted, request, parts)
+    return [block.value for block in blocks.blocks.values() if isinstance(block, gr.Button)]
 
+
+def test_a_reader_gets_open_on_each_card_and_a_manager_new_rename_and_delete_too(
+    page: Page,
+) -> None:
+    *_, reader_creates = page.cards.on_load(page.reader)
+    *_, manager_creates = page.cards.on_load(page.manager)
+    assert (reader_creates.visible, manager_creates.visible) == (False, True)
     with pytest.raises(gr.Error) as refused:
-        page.cards.manage("create", "", "Client B", "default", 0, page.reader)
+        page.cards.create("Client B", 0, page.reader)
     assert _refusal(refused) == "reader may not create, rename or delete workspaces"
-    chosen, changes, name = page.cards.manage("create", "", "Client B", "default", 0, page.manager)
+    chosen, search, changes, name, home, opened = page.cards.create("Client B", 0, page.manager)
     assert (chosen.value, chosen.choices) == (
         "client-b",
         [("Default", "default"), ("Client B", "client-b")],
     )
-    assert (changes, name) == (1, "")
-    assert drawn(page.reader) == ["Open"]  # granted the default workspace only
-    assert drawn(page.manager) == ["Open", "Rename", "Delete"] * 2
+    assert (search.visible, changes, name, home.visible, opened.visible) == (
+        False,
+        1,
+        "",
+        False,
+        True,
+    )
+    assert _drawn(page, page.reader) == ["Open"]  # granted the default workspace only
+    # The default workspace is renamed, never deleted.
+    assert _drawn(page, page.manager) == ["Open", "Rename", "Open", "Rename", "Delete"]
+
+
+def test_deleting_a_workspace_first_names_what_goes_with_it(page: Page) -> None:
+    page.cards.create("Doomed", 0, page.manager)
+    doomed = find_workspace(page.workspaces.settings, "doomed")
+    for name in ("a.md", "b.md"):
+        (doomed.settings.upload_folder / name).write_text("# A note\n", encoding="utf-8")
+    history = History(doomed.home)
+    history.new_conversation("What is doomed?", "someone")
+    history.close()
+    assert card_html(doomed).endswith(
+        "<div class='facts'>1 source · 0 documents · last opened never</div>"
+    )
+
+    ask = page.cards.deleting("doomed")
+    target, confirming, facts = ask(page.manager)
+    assert (target, confirming.visible) == ("doomed", True)
+    assert facts == (
+        "<p>Delete <b>Doomed</b> for good? Going with it: 0 indexed documents, 2 uploaded "
+        "files, 1 conversation. Folders it watches elsewhere stay as they are.</p>"
+    )
+    for target, request, refusal in (
+        ("doomed", page.reader, "reader may not create, rename or delete workspaces"),
+        ("default", page.manager, "the default workspace cannot be deleted"),
+    ):
+        with pytest.raises(gr.Error) as refused:
+            page.cards.deleting(target)(request)
+        assert _refusal(refused) == refusal
+    manager = page.cards.signed_in(page.manager)
+    assert page.workspaces.contents(manager, "default").documents == 3
+
+    deleted = page.cards.delete("doomed", "doomed", 4, page.manager)
+    chosen, _, changes, awaiting, confirming = deleted
+    assert (chosen.value, changes, awaiting, confirming.visible) == (None, 5, None, False)
+    assert not doomed.home.exists()
+
+
+def test_many_workspaces_bring_a_search_box_that_finds_their_cards_by_name(page: Page) -> None:
+    for number in range(SEARCHED_FROM):
+        page.cards.create(f"Team {number}", 0, page.manager)
+    assert page.cards.on_load(page.manager)[1].visible is True
+    assert page.cards.on_load(page.reader)[1].visible is False  # one card
+    assert _drawn(page, page.manager, " team 3") == ["Open", "Rename", "Delete"]
+    assert _drawn(page, page.manager, "TEAM") == ["Open", "Rename", "Delete"] * SEARCHED_FROM

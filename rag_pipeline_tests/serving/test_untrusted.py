@@ -15,7 +15,7 @@ from rag_pipeline.cli import main
 from rag_pipeline.config import Settings, load_settings
 from rag_pipeline_tests.documents import text_picture, two_column_pdf
 from rag_pipeline_tests.index_state import live_chunks
-from rag_pipeline_tests.serving.conftest import CHROMIUM, chromium
+from rag_pipeline_tests.serving.conftest import CHROMIUM, chromium, open_workspace
 from serving.server import BackgroundServer
 
 
@@ -168,6 +168,7 @@ def test_in_a_browser_an_html_original_runs_nothing(served: str, untrusted: Sett
 
         # The original, opened from the link beside a cited passage (a new tab)…
         page.goto(served + "/")
+        open_workspace(page)
         question = page.locator("#question textarea")
         question.fill("Where do kingfishers dive for fish?")
         question.press("Enter")

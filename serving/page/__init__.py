@@ -7,10 +7,10 @@ Pictures among the passages show as a gallery; with CLIP configured, an uploaded
 pictures like it and the pages that hold them. Conversations are kept and can be reopened or
 deleted; the last query traces are one tab away.
 
-Everything happens in the workspace chosen at the top, among those the signed-in user may use
-(``serving.workspaces``); files uploaded there go to its upload folder and are indexed at once.
-The workspaces tab lists them as cards, each opening its workspace; users granted every workspace
-create workspaces there, and rename or delete each by its card.
+The page opens on the cards of the workspaces the signed-in user may use (``serving.workspaces``),
+each opening its workspace, where everything above happens; users granted every workspace create
+workspaces there, and rename or delete each by its card. Files uploaded into a workspace go to
+its upload folder and are indexed at once.
 
 ``layout`` lays the page out and wires its events to the handlers of ``chat``, ``governance``,
 ``uploads`` and ``workspaces``, each callable without a browser; ``render`` writes its HTML.

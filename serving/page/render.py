@@ -1,5 +1,6 @@
 """The page's HTML and markdown: answers with their citation markers as links, the evidence under
-them, the workspace's sources, and a workspace's card."""
+them, the workspace's sources, a workspace's card and what deleting it takes away, and who is
+signed in."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
-from rag_pipeline.catalog import Catalog
 from rag_pipeline.workspaces import Workspace
 from serving.access import SIGN_OUT, User
 from serving.answer import Answer
 from serving.assistant import Assistant, file_url
+from serving.workspaces import Contents, indexed_documents
 
 CITE_PREFIX = "#cite:"
 _MARKER = re.compile(r"\[(\d+)\]")
@@ -109,25 +110,40 @@ def sources_html(assistant: Assistant, workspace_id: str | None, *, running: boo
     return "\n".join(parts)
 
 
+def counted(count: int, thing: str) -> str:
+    """``1 document``, ``2 documents``, ``0 documents``."""
+    return f"{count} {thing}{'' if count == 1 else 's'}"
+
+
 def card_html(listed: Workspace) -> str:
     """A workspace's card: name, sources, documents, last opened."""
-    with Catalog(listed.settings) as catalog:
-        live = catalog.live_collection()
-        indexed = sum(
-            1 for r in (catalog.documents(live.name).values() if live else []) if r.indexed_version
-        )
     opened = (
         datetime.fromtimestamp(listed.last_opened, UTC).strftime("%Y-%m-%d %H:%M UTC")
         if listed.last_opened
         else "never"
     )
     facts = (
-        f"{len(listed.settings.watched_folders)} sources · {indexed} documents · "
-        f"last opened {opened}"
+        f"{counted(len(listed.settings.watched_folders), 'source')} · "
+        f"{counted(indexed_documents(listed.settings), 'document')} · last opened {opened}"
     )
     return (
         f"<div class='name' data-workspace='{html.escape(listed.id)}'>"
         f"{html.escape(listed.name)}</div><div class='facts'>{html.escape(facts)}</div>"
+    )
+
+
+def deletion_html(name: str, contents: Contents) -> str:
+    """What deleting a workspace takes away, to confirm."""
+    going = ", ".join(
+        (
+            counted(contents.documents, "indexed document"),
+            counted(contents.uploads, "uploaded file"),
+            counted(contents.conversations, "conversation"),
+        )
+    )
+    return (
+        f"<p>Delete <b>{html.escape(name)}</b> for good? Going with it: {going}. "
+        "Folders it watches elsewhere stay as they are.</p>"
     )
 
 
