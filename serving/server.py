@@ -27,9 +27,14 @@ def build_app(workspaces: ServedWorkspaces) -> FastAPI:
     app.include_router(sign_in_routes(workspaces.authenticator))
     # Outermost: no route, Gradio's own included, answers anyone not signed in.
     app.add_middleware(AccessMiddleware, authenticator=workspaces.authenticator)
+    page = build_page(workspaces)
+    # Gradio refuses an event naming a file it was not sent (an upload naming any file of the
+    # server, which it would copy for the handler) only once it counts itself launched, which a
+    # mounted page never does.
+    page.has_launched = True
     return gr.mount_gradio_app(
         app,
-        build_page(workspaces),
+        page,
         path="/",
         max_file_size=round(workspaces.settings.serving.max_upload_mb * gr.FileSize.MB),
         css=PAGE_CSS,

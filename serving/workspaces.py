@@ -1,7 +1,8 @@
 """The workspaces one server answers for, and what each user may do with them.
 
 An :class:`~serving.assistant.Assistant` per workspace, opened at its first use; uploads into a
-workspace's upload folder, indexed by the same pipeline in a child process
+workspace's upload folder, each file taken or refused on its own, through the workspace's own
+temporary folder, and indexed by the same pipeline in a child process
 (``rag-pipeline index --workspace …``: the page never runs Dagster itself).
 """
 
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import threading
 import unicodedata
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,8 +58,11 @@ class Contents:
 
 @dataclass(frozen=True, slots=True)
 class Upload:
+    """One file of an upload: taken (written to ``path``) or refused (and why)."""
+
     name: str  # the file's name as sent
-    path: Path  # where it was written
+    path: Path | None  # where it was written; None when refused
+    refused: str | None = None
 
 
 class ServedWorkspaces:
@@ -202,29 +207,55 @@ class ServedWorkspaces:
 
     # -- uploads -----------------------------------------------------------------------------
 
-    def upload(self, user: User, workspace_id: str, files: list[Path]) -> list[Upload]:
-        """Copy uploaded files into the workspace's upload folder and have them indexed."""
+    def upload(self, user: User, workspace_id: str, sent: list[tuple[str, Path]]) -> list[Upload]:
+        """Each file sent (its name as sent, and its temporary copy) taken into the workspace's
+        upload folder and indexed, or refused with the reason; the copies are gone afterwards
+        either way (they are the request's, in a folder every upload shares)."""
+        try:
+            workspace = self.workspace(user, workspace_id)
+            incoming = workspace.settings.home / "serving" / "incoming" / uuid.uuid4().hex
+            try:
+                uploads = [
+                    self._taken(workspace, incoming, name, path, number)
+                    for number, (name, path) in enumerate(sent)
+                ]
+            finally:
+                shutil.rmtree(incoming, ignore_errors=True)
+        finally:
+            for _, path in sent:
+                path.unlink(missing_ok=True)
+        if any(upload.path for upload in uploads):
+            self._indexing.request(workspace.id)
+        return uploads
+
+    def _taken(
+        self, workspace: Workspace, incoming: Path, name: str, sent: Path, number: int
+    ) -> Upload:
+        """One file sent, refused, or moved into the workspace's temporary folder (out of the
+        shared one at once) and from there, whole, into its upload folder."""
         limits = self.settings.serving
-        if len(files) > limits.max_upload_files:
-            raise ValueError(f"at most {limits.max_upload_files} files in one upload")
-        for file in files:
-            if file.stat().st_size > limits.max_upload_mb * 1024 * 1024:
-                raise ValueError(f"{file.name} is larger than {limits.max_upload_mb:g} MB")
-            if format_of(Path(safe_file_name(file.name))) is None:
-                raise ValueError(f"{file.name}: not a kind of document this index reads")
-        workspace = self.workspace(user, workspace_id)
+        stored = safe_file_name(name)
+        try:
+            size = sent.stat().st_size
+        except FileNotFoundError:
+            return Upload(name, None, "it did not arrive whole: upload it again")
+        if number >= limits.max_upload_files:
+            return Upload(name, None, f"more than {limits.max_upload_files} files in one upload")
+        if size > limits.max_upload_mb * 1024 * 1024:
+            return Upload(name, None, f"larger than {limits.max_upload_mb:g} MB")
+        if format_of(Path(stored)) is None:
+            return Upload(name, None, "not a kind of document this index reads")
+        incoming.mkdir(parents=True, exist_ok=True)
+        staged = incoming / stored
+        shutil.move(sent, staged)
         folder = workspace.settings.upload_folder
         folder.mkdir(parents=True, exist_ok=True)
-        written = []
-        for file in files:
-            target = folder / safe_file_name(file.name)
-            # Copied under a hidden name, then renamed: a run never reads half a file.
-            partial = folder / f".{target.name}.part"
-            shutil.copyfile(file, partial)
-            partial.replace(target)
-            written.append(Upload(file.name, target))
-        self._indexing.request(workspace.id)
-        return written
+        target = folder / stored
+        # Moved under a hidden name, then renamed: a run never reads half a file.
+        partial = folder / f".{stored}.part"
+        shutil.move(staged, partial)
+        partial.replace(target)
+        return Upload(name, target)
 
     def indexing(self, workspace_id: str) -> bool:
         """Whether an indexing run the page started for the workspace is under way."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -11,17 +10,14 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
-from rag_pipeline.catalog import Catalog
 from rag_pipeline.cli import main
 from rag_pipeline.config import (
     AccessSettings,
-    UserSettings,
     load_settings,
     stored_settings,
     write_stored_settings,
 )
-from rag_pipeline.ids import DEFAULT_WORKSPACE
-from rag_pipeline.workspaces import create_workspace, find_workspace
+from rag_pipeline.workspaces import find_workspace
 from rag_pipeline_tests.serving.conftest import (
     CHROMIUM,
     chromium,
@@ -29,9 +25,8 @@ from rag_pipeline_tests.serving.conftest import (
     signed_in,
     workspace_card,
 )
-from serving.access import AccessError, User, add_user, check_binding
+from serving.access import AccessError, add_user, check_binding
 from serving.server import BackgroundServer
-from serving.workspaces import NotAllowed, ServedWorkspaces
 
 if TYPE_CHECKING:
     from gradio_client import Client
@@ -160,39 +155,6 @@ def test_serving_beyond_loopback_needs_someone_to_sign_in(tmp_path: Path) -> Non
         check_binding("0.0.0.0", AccessSettings())
     check_binding("0.0.0.0", AccessSettings(proxy_user_header="X-Forwarded-User"))
     assert main(["serve", "--home", str(tmp_path / "home"), "--host", "0.0.0.0"]) == 2
-
-
-def test_an_upload_is_checked_written_whole_and_indexed_in_its_workspace(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    settings = load_settings(home, serving={"max_upload_mb": 0.001, "max_upload_files": 2})
-    created = create_workspace(settings, "Uploads")
-    alice = User("alice", UserSettings(workspaces=[created.id]))
-    note, big, program = tmp_path / "note.md", tmp_path / "big.md", tmp_path / "run.exe"
-    note.write_text("# Pelicans\n\nPelicans scoop fish into their pouch.\n", encoding="utf-8")
-    big.write_text("x" * 2000, encoding="utf-8")
-    program.write_bytes(b"MZ")
-    workspaces = ServedWorkspaces(settings)
-    try:
-        with pytest.raises(ValueError, match="larger than"):
-            workspaces.upload(alice, created.id, [big])
-        with pytest.raises(ValueError, match="not a kind of document"):
-            workspaces.upload(alice, created.id, [program])
-        with pytest.raises(ValueError, match="at most 2 files"):
-            workspaces.upload(alice, created.id, [note, note, note])
-        with pytest.raises(NotAllowed):
-            workspaces.upload(alice, DEFAULT_WORKSPACE, [note])
-        [written] = workspaces.upload(alice, created.id, [note])
-        assert written.path == created.settings.upload_folder / "note.md"
-        assert sorted(p.name for p in created.settings.upload_folder.iterdir()) == ["note.md"]
-        deadline = time.monotonic() + 300
-        while workspaces.indexing(created.id) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        with Catalog(created.settings) as catalog:
-            live = catalog.live_collection()
-            assert live is not None
-            assert catalog.documents(live.name)["uploads/note.md"].state == "indexed"
-    finally:
-        workspaces.close()
 
 
 def _answer_text(chat: list[dict[str, object]]) -> str:
@@ -358,44 +320,3 @@ def test_in_a_browser_an_admin_creates_renames_sorts_and_deletes_a_workspace_by_
         expect(names).to_have_text(["Default", "Client B"], timeout=30_000)
         expect(for_good).to_be_hidden()
         assert not (home / "workspaces" / "client-c").exists()
-
-
-@pytest.fixture
-def uploading(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """A served home whose default workspace takes uploads of at most 20 KB: (url, home)."""
-    home = tmp_path / "home"
-    settings = load_settings(home, serving={"max_upload_mb": 0.02})
-    with BackgroundServer(settings) as server:
-        yield server.url, home
-
-
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (.ci/run installs it)")
-def test_in_a_browser_an_upload_is_indexed_found_and_a_too_large_one_refused(
-    uploading: tuple[str, Path], tmp_path: Path
-) -> None:
-    url, home = uploading
-    note, big = tmp_path / "pelicans.md", tmp_path / "huge.md"
-    note.write_text("# Pelicans\n\nPelicans scoop fish into their throat pouch.\n", "utf-8")
-    big.write_text("# Huge\n\n" + "word " * 10_000, "utf-8")
-    with chromium() as browser:
-        page = browser.new_page()
-        page.goto(url + "/")
-        open_workspace(page)
-        page.get_by_text("Sources", exact=True).click()
-        page.locator("#upload input[type=file]").set_input_files(str(big))
-        error = page.locator(".toast-body").filter(has_text="huge.md")
-        error.wait_for(timeout=30_000)  # Gradio's own check, from serving.max_upload_mb
-        assert "exceed the maximum allowed size of 20.5 Kb" in error.inner_text()
-
-        page.locator("#upload input[type=file]").set_input_files(str(note))
-        state = page.locator("#sources [data-doc='uploads/pelicans.md']")
-        state.filter(has_text="indexed").wait_for(timeout=300_000)  # shown by the page itself
-        assert state.locator("a.download").get_attribute("href").startswith("/api/file?")
-        assert (home / "uploads" / "pelicans.md").read_text("utf-8") == note.read_text("utf-8")
-        assert not (home / "uploads" / "huge.md").exists()
-
-        question = page.locator("#question textarea")
-        question.fill("What do pelicans scoop?")
-        question.press("Enter")
-        page.locator("#evidence a.citation").first.wait_for(timeout=60_000)
-        assert "pelicans.md" in page.locator("#evidence").inner_text()

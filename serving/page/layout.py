@@ -108,9 +108,12 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
                             file_count="multiple",
                             elem_id="upload",
                         )
+                        uploaded = gr.HTML("", elem_id="upload-outcomes")
+                        last_upload = gr.State([])  # each file of the last upload, and its fate
                         sources = gr.HTML("", elem_id="sources")
                         refresh_sources = gr.Button("Refresh", size="sm", elem_id="refresh-sources")
-                        # Shows the sources' states again every 2 s while uploads are indexed.
+                        # Shows the uploads' and sources' states again every 2 s while uploads
+                        # are indexed.
                         indexing_progress = gr.Timer(2.0, active=False)
                     gr.Markdown(notice, elem_id="rerank-notice")
                     with gr.Accordion(
@@ -239,14 +242,24 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
             )
         refresh_traces.click(asking.show_traces, workspace, traces, api_name="traces")
         sources_outputs = [sources, indexing_progress]
+        progress_outputs = [*sources_outputs, uploaded, status]
         uploads.upload(
-            uploading.upload, [uploads, workspace], [uploads, *sources_outputs], api_name="upload"
+            uploading.upload,
+            [uploads, workspace],
+            [uploads, last_upload, *progress_outputs],
+            api_name="upload",
+            # The file data as sent: Gradio's processing would leave an empty file behind in its
+            # folder per file; its check that each lies in its upload folder comes first.
+            preprocess=False,
         )
         refresh_sources.click(
             uploading.show_sources, workspace, sources_outputs, api_name="sources"
         )
         indexing_progress.tick(
-            uploading.show_sources, workspace, sources_outputs, api_visibility="private"
+            uploading.progress,
+            [workspace, last_upload],
+            progress_outputs,
+            api_visibility="private",
         )
         create.click(
             cards.create,

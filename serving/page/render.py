@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
+from rag_pipeline.catalog import DocumentRecord
 from rag_pipeline.workspaces import Workspace
 from serving.access import SIGN_OUT, User
 from serving.answer import Answer
@@ -108,6 +110,39 @@ def sources_html(assistant: Assistant, workspace_id: str | None, *, running: boo
         )
     parts.append("</div>")
     return "\n".join(parts)
+
+
+def uploads_html(
+    batch: list[dict[str, Any]], records: Mapping[str, DocumentRecord], *, running: bool
+) -> str:
+    """What became of each file of the last upload: refused and why, received (and indexed
+    meanwhile), searchable, or failed and why."""
+    if not batch:
+        return ""
+    parts = ["<div class='evidence'><p><b>Last upload</b></p>"]
+    for sent in batch:
+        record = records.get(sent["doc_id"]) if sent["doc_id"] else None
+        if sent["refused"]:
+            state = f"refused: {sent['refused']}"
+        elif running:
+            state = "received, indexing…"
+        elif record is None:
+            state = "received, not indexed yet"
+        elif record.state == "indexed":
+            state = "searchable"
+        else:
+            state = f"failed: {record.error or 'unknown reason'}"
+        parts.append(
+            f"<div class='cite' data-upload='{html.escape(sent['name'])}'>"
+            f"{html.escape(sent['name'])} <span class='where'>{html.escape(state)}</span></div>"
+        )
+    parts.append("</div>")
+    return "\n".join(parts)
+
+
+def indexed_status(records: Iterable[DocumentRecord]) -> str:
+    """The open workspace's line: how many documents are indexed."""
+    return f"{counted(sum(1 for r in records if r.indexed_version), 'document')} indexed"
 
 
 def counted(count: int, thing: str) -> str:

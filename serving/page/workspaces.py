@@ -18,7 +18,7 @@ from rag_pipeline.workspaces import Workspace, WorkspaceError
 from serving.access import User
 from serving.page.chat import conversation_choices
 from serving.page.handlers import Handlers
-from serving.page.render import card_html, counted, deletion_html, signed_in_html
+from serving.page.render import card_html, deletion_html, indexed_status, signed_in_html
 from serving.page.uploads import Uploads
 from serving.workspaces import NotAllowed, ServedWorkspaces
 
@@ -75,7 +75,7 @@ class WorkspaceCards(Handlers):
             gr.Dropdown(choices=indexed, value=[]),
             gr.CheckboxGroup(choices=types, value=[]),
             self.uploads.show_sources(workspace_id, request)[0],
-            f"{counted(len(indexed), 'document')} indexed",
+            indexed_status(records),
         )
 
     def create(self, name: str, changes: int, request: gr.Request) -> tuple[Any, ...]:
