@@ -1,7 +1,8 @@
 """The Dagster internals this project uses, in one place; nothing else imports ``dagster._``.
 
-Each has no public equivalent in ``dagster==1.13.*``; ``rag_pipeline_tests/defs/test_compat.py``
-pins what is used here, so that a Dagster upgrade that changes them fails there first.
+Each has no public equivalent in Dagster 1.12 or 1.13 (the range pyproject.toml allows);
+``rag_pipeline_tests/defs/test_compat.py`` pins what is used here, so that a Dagster upgrade that
+changes them fails there first.
 
 - **Instance configuration**: the storage classes that ``dagster.yaml`` names (re-exported, so
   the file names this module rather than Dagster's private ones), and an SQLite event log that
@@ -87,24 +88,25 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
         with self.index_transaction() as connection:
             returned = connection.execute(insert.returning(SqlEventLogStorageTable.c.id))
             event_ids = [row[0] for row in returned.fetchall()]
-            materializations = [
-                (event, event_id)
-                for event, event_id in zip(events, event_ids, strict=True)
-                if event.get_dagster_event().event_type == DagsterEventType.ASSET_MATERIALIZATION
-            ]
-            if materializations:
-                self._store_asset_event_tags(
-                    connection,
-                    [event for event, _ in materializations],
-                    [i for _, i in materializations],
-                )
-            # The asset table keeps each asset's latest event: the last one per asset and type.
-            latest: dict[tuple[Any, DagsterEventType], tuple[EventLogEntry, int]] = {}
-            for event, event_id in zip(events, event_ids, strict=True):
-                dagster_event = event.get_dagster_event()
-                latest[(dagster_event.asset_key, dagster_event.event_type)] = (event, event_id)
-            for event, event_id in latest.values():
-                self._store_asset_event(connection, event, event_id)
+        # Then the asset tables, through the storage's public methods: they open connections of
+        # their own, so only after the insert's (the SQLite storage's connection lock is not
+        # reentrant). The variants on an open connection are private and new in Dagster 1.13.
+        materializations = [
+            (event, event_id)
+            for event, event_id in zip(events, event_ids, strict=True)
+            if event.get_dagster_event().event_type == DagsterEventType.ASSET_MATERIALIZATION
+        ]
+        if materializations:
+            self.store_asset_event_tags(
+                [event for event, _ in materializations], [i for _, i in materializations]
+            )
+        # The asset table keeps each asset's latest event: the last one per asset and type.
+        latest: dict[tuple[Any, DagsterEventType], tuple[EventLogEntry, int]] = {}
+        for event, event_id in zip(events, event_ids, strict=True):
+            dagster_event = event.get_dagster_event()
+            latest[(dagster_event.asset_key, dagster_event.event_type)] = (event, event_id)
+        for event, event_id in latest.values():
+            self.store_asset_event(event, event_id)
 
 
 def add_partition_metadata(
