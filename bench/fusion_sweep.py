@@ -3,7 +3,7 @@
 The dataset is indexed as ``rag-pipeline eval`` indexes it (into ``<home>/eval/<name>``, so run
 ``rag-pipeline eval`` first or let this do it); each query is searched once, 200 deep, and every
 combination fused from that, through ``Retriever.rank``, the chat page's code. What this prints
-is how the defaults in ``rag_pipeline/config.py`` (``RetrievalSettings``) were chosen.
+is how the defaults in ``rag_pipeline/config/serving.py`` (``RetrievalSettings``) were chosen.
 
     python bench/fusion_sweep.py ../shared/eval/scifact [--split test] [--home data]
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 from evaluation.beir import _documents, load_beir, write_corpus
 from evaluation.metrics import evaluate
 from rag_pipeline.config import load_settings
-from rag_pipeline.indexing.incremental import index_once
+from rag_pipeline.orchestration.incremental import index_once
 from rag_pipeline.store.schema import NearestHits
 from serving.retrieval import Retriever, live_index
 

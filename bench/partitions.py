@@ -65,11 +65,11 @@ from dagster._core.workspace.load_target import ModuleTarget
 from rag_pipeline.config import HOME_ENV, Settings, load_settings
 from rag_pipeline.definitions import defs
 from rag_pipeline.defs.instance import dagster_home, get_instance
-from rag_pipeline.defs.queue import stop_process_group
 from rag_pipeline.defs.runs import TRIGGER_TAG, PlannedRun, index_documents_job, plan_index_run
 from rag_pipeline.defs.sensors import watched_folders_sensor
 from rag_pipeline.ids import DEFAULT_WORKSPACE, partition_key
 from rag_pipeline.manifest import ManifestDiff
+from rag_pipeline.processes import stop_process_group
 
 # The test suite's database (as .ci/run creates it); its role needs CREATEDB for the scratch ones.
 ADMIN_URL = os.environ.get(

@@ -22,7 +22,7 @@ from typing import Any, Literal, TypeVar
 
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import Settings
-from rag_pipeline.indexing.incremental import index_once
+from rag_pipeline.orchestration.incremental import index_once
 from rag_pipeline.store.schema import Hit, NearestHits
 from serving.retrieval import Candidate, Retriever
 

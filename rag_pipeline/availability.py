@@ -3,17 +3,20 @@
 The state lives in the catalog (``Catalog.set_availability``), apart from versions and
 collections: it holds across re-indexing, and search leaves out what is offline at once
 (``serving.retrieval.OnlineOnly``). A chunk is named by its position in the document's live
-version here, and kept by the hash of its text. Each change, whoever makes it (the CLI, the
-page), is also shown in Dagster's UI as an observation of the document's partition.
+version here, and kept by the hash of its text. Whoever makes a change (the CLI, the page) also
+hands it to an observer, which shows it in Dagster's UI (``defs/observations.py``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from rag_pipeline.catalog import Availability, AvailabilityRecord, Catalog
 from rag_pipeline.config import Settings
-from rag_pipeline.ids import partition_key
+
+# Told of each change after it is made: (the workspace's settings, the change).
+AvailabilityObserver = Callable[[Settings, AvailabilityRecord], None]
 
 
 class AvailabilityError(LookupError):
@@ -26,9 +29,10 @@ def set_availability(
     state: Availability,
     changed_by: str,
     chunk: int | None = None,
+    observe: AvailabilityObserver | None = None,
 ) -> AvailabilityRecord:
     """Set a document's availability (or one chunk's, by its index in the live version), and
-    report the change to Dagster."""
+    tell ``observe``."""
     with Catalog(settings) as catalog:
         live = catalog.live_collection()
         if live is None or catalog.document(live.name, doc_id) is None:
@@ -45,36 +49,9 @@ def set_availability(
                 raise AvailabilityError(f"{doc_id!r} has no chunk {chunk}")
             text_hash = rows[0]["text_hash"]
         record = catalog.set_availability(doc_id, state, changed_by, text_hash)
-    _observe(settings, record)
+    if observe is not None:
+        observe(settings, record)
     return record
-
-
-def _observe(settings: Settings, record: AvailabilityRecord) -> None:
-    """The change as an observation (no run) of the document's ``qdrant_points`` partition.
-
-    Only the Dagster instance is opened, never the code location: the page calls this too.
-    """
-    from dagster import AssetKey, AssetObservation
-
-    from rag_pipeline.defs.instance import get_instance
-
-    metadata = {
-        "document": record.doc_id,  # a bucket's partition holds others too
-        "availability": record.state,
-        "changed_by": record.changed_by,
-        "changed_at": datetime.fromtimestamp(record.changed_at, UTC).isoformat(),
-        "scope": f"chunk {record.text_hash}" if record.text_hash else "document",
-    }
-    with get_instance(settings) as instance:
-        instance.report_runless_asset_event(
-            AssetObservation(
-                asset_key=AssetKey("qdrant_points"),
-                partition=partition_key(
-                    settings.workspace, record.doc_id, settings.dagster.document_buckets
-                ),
-                metadata=metadata,
-            )
-        )
 
 
 def availability_by_document(catalog: Catalog) -> dict[str, str]:

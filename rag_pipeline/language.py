@@ -1,4 +1,5 @@
-"""Which language a text is in, from its script and, for Latin script, its commonest words.
+"""Which language a text is in, from its script and, for Latin script, its commonest words; and
+where its sentences and lines are.
 
 Fast enough to run on every chunk and every query: no model, no dictionary beyond a few
 function words per language.
@@ -201,3 +202,45 @@ def is_unspaced(character: str) -> bool:
 
 def has_cjk(text: str) -> bool:
     return bool(_HAN.search(text) or _KANA.search(text) or _HANGUL.search(text))
+
+
+# Sentence ends: ASCII terminators before a space and a capital, digit or opening quote;
+# CJK terminators anywhere (Chinese puts no space after them). Closing quotes stay with the end.
+_SENTENCE_END = re.compile(
+    r"(?<=[.!?])['\"”’)\]]*\s+(?=[\"“‘(\[A-Z0-9\u00c0-\u024f])"
+    r"|(?<=[。！？；…])['\"”’）」』]*\s*"
+    r"|(?<=[.!?])['\"”’)\]]*\s*(?=[\u3400-\u9fff])"
+)
+_ABBREVIATION = re.compile(
+    r"(\b(e\.g|i\.e|etc|vs|cf|al|Fig|Figs|Eq|Eqs|No|Nos|Dr|Mr|Mrs|Ms|Prof|St|Inc|Ltd|Co|Jr|Sr|"
+    r"approx|Vol|pp|Sec|Ch)|\b[A-Z])\.$"
+)
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for match in _SENTENCE_END.finditer(text):
+        if match.start() <= start or _ABBREVIATION.search(text[start : match.start()]):
+            continue
+        end = match.end()
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        spans.append((start, end))
+        start = match.end()
+    if text[start:].strip():
+        spans.append((start, len(text)))
+    # Lines are sentences too when the text has no punctuation to split at (logs, code, lists).
+    return [span for a, b in spans for span in line_spans(text, a, b)]
+
+
+def line_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """The spans of the non-blank lines of ``text[start:end]``."""
+    if "\n" not in text[start:end]:
+        return [(start, end)]
+    spans, cursor = [], start
+    for line in text[start:end].split("\n"):
+        if line.strip():
+            spans.append((cursor, cursor + len(line)))
+        cursor += len(line) + 1
+    return spans

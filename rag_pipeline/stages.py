@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import suppress
 from dataclasses import asdict, dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -45,7 +45,7 @@ _ELEMENT_SCHEMA = pa.schema(
     ]
 )
 _META_KEY = b"rag_pipeline"
-PICTURES_FOLDER = "images"
+_PICTURES_FOLDER = "images"
 _TABLE_SUFFIX = ".arrow"
 _ROWS_PER_BATCH = 2000
 
@@ -86,7 +86,15 @@ class StageFiles:
 
         Outside ``stages/``: the chat page shows them as long as the document is indexed.
         """
-        return self.root / PICTURES_FOLDER / ids.storage_key(doc_id)
+        return self.root / _PICTURES_FOLDER / ids.storage_key(doc_id)
+
+    def stored_picture(self, image_file: str) -> UPath | None:
+        """The picture a chunk's ``image_file`` names (as ``_write_pictures`` records it), or
+        None when that name points anywhere but into the stored pictures."""
+        name = PurePosixPath(image_file)
+        if name.parts[:1] != (_PICTURES_FOLDER,) or ".." in name.parts:
+            return None
+        return self.root / name.as_posix()
 
     def _write_pictures(self, doc_id: str, parsed: ParsedDocument) -> list[dict[str, Any]]:
         folder = self.pictures_folder(doc_id)

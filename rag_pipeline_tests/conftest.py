@@ -22,7 +22,7 @@ from rag_pipeline_tests.documents import long_pdf
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance
-    from playwright.sync_api import Browser, Page
+    from playwright.sync_api import Browser, Locator, Page
 
 # What a test uses marks it (`pytest -m "not slow"` is the everyday run, plain `pytest` runs
 # all). Tests that start dagster-daemons request ``dagster_daemons``; those killing a process at a
@@ -302,6 +302,31 @@ def browser() -> Iterator[Browser]:
             yield launched
         finally:
             launched.close()
+
+
+def signed_in(browser: Browser, url: str, name: str, password: str) -> Page:
+    """A page of its own browser context, signed in with the sign-in form the page sends it to
+    (close it with ``page.context.close()``)."""
+    page = browser.new_context().new_page()
+    page.goto(url + "/")
+    page.locator("#name").fill(name)
+    page.locator("#password").fill(password)
+    page.locator("#sign-in").click()
+    page.wait_for_url(url + "/")
+    return page
+
+
+def workspace_card(page: Page, name: str) -> Locator:
+    """The card of the workspace with this name, on the page's home."""
+    return page.locator("#workspace-cards .card").filter(
+        has=page.locator(f".name:text-is('{name}')")
+    )
+
+
+def open_workspace(page: Page, name: str = "Default") -> None:
+    """Open a workspace by its card on the page's home, and wait for its chat."""
+    workspace_card(page, name).get_by_role("button", name="Open").click(timeout=30_000)
+    page.locator("#question textarea").wait_for(timeout=30_000)
 
 
 def ask_on_the_page(page: Page, question: str) -> None:

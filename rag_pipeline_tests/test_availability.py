@@ -16,8 +16,15 @@ from rag_pipeline.catalog import Catalog
 from rag_pipeline.cli import main
 from rag_pipeline.config import UserSettings, load_settings
 from rag_pipeline.defs.instance import get_instance
+from rag_pipeline.defs.observations import observe_availability
 from rag_pipeline.ids import partition_key
-from rag_pipeline_tests.conftest import Cli, IndexedPlaces, ask_on_the_page, dagster_view
+from rag_pipeline_tests.conftest import (
+    Cli,
+    IndexedPlaces,
+    ask_on_the_page,
+    dagster_view,
+    open_workspace,
+)
 from serving.access import User, add_user
 from serving.assistant import Assistant
 from serving.server import BackgroundServer
@@ -199,7 +206,8 @@ def test_each_change_from_the_cli_or_the_page_is_kept_with_who_and_when_and_show
     chunk = next(hit["chunk_id"] for hit in hits if hit["doc_id"] == "docs/otters.md")
     assert cli("archive", "docs/otters.md", "--home", indexed).code == 0
     settings = load_settings(indexed)
-    workspaces = ServedWorkspaces(settings)  # what the page's "Put back" calls
+    # What the page's "Put back" calls, observed as `rag-pipeline serve` has it.
+    workspaces = ServedWorkspaces(settings, observe_availability)
     editor = User("editor", UserSettings(workspaces=["default"], govern=["default"]))
     try:
         workspaces.set_availability(editor, "default", chunk, "active", whole=True)
@@ -251,6 +259,7 @@ def test_in_a_browser_a_governor_archives_a_cited_document_and_puts_it_back(
     with BackgroundServer(settings) as server:
         page = browser.new_page()
         page.goto(server.url + "/")
+        open_workspace(page)
         ask_on_the_page(page, "Why do otters hold hands?")
         page.locator("#evidence a.citation").first.click(timeout=60_000)
         page.locator("#archive").click(timeout=30_000)

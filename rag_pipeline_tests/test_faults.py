@@ -26,9 +26,9 @@ from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import load_settings
 from rag_pipeline.faults import FAULT_ENV
 from rag_pipeline.locking import INDEX, HomeLocks
+from rag_pipeline.store import EmbeddedReplica
 from rag_pipeline_tests.conftest import IndexedPlaces
 from rag_pipeline_tests.index_state import inconsistencies, live_records
-from serving.replica import EmbeddedReplica
 from serving.retrieval import Retriever
 
 # Every point a run passes when it indexes edited and new files and deletes one.

@@ -419,7 +419,7 @@ def test_a_run_repairs_only_its_own_documents_not_another_live_runs_uncommitted_
 
 
 def _guide_points(indexer: Indexer) -> list[Any]:
-    from rag_pipeline.indexing.points import VectorModels, points_from_cache
+    from rag_pipeline.store import VectorModels, points_from_cache
     from rag_pipeline.store.schema import DocumentFacts
 
     record = live_records(indexer.settings.home)["docs/guide.md"]

@@ -15,8 +15,8 @@ from rag_pipeline.catalog import Catalog
 from rag_pipeline.cli import main
 from rag_pipeline.config import Settings, load_settings
 from rag_pipeline.embedding import SparseVector, SqliteEmbeddingCache
-from rag_pipeline.indexing.points import VectorModels, points_from_cache
 from rag_pipeline.parsing.images import open_picture
+from rag_pipeline.store import EmbeddedReplica, VectorModels, points_from_cache
 from rag_pipeline.store.schema import DocumentFacts
 from rag_pipeline_tests.conftest import Cli, needs_tesseract
 from rag_pipeline_tests.documents import pdf_with_figures, photo, scanned_pdf, text_picture
@@ -24,7 +24,6 @@ from rag_pipeline_tests.embedding.test_image_models import tiny_captioner
 from rag_pipeline_tests.index_state import live_chunks, point_count
 from rag_pipeline_tests.test_indexing import _metadata, _query, _status
 from serving.preview import preview
-from serving.replica import EmbeddedReplica
 from serving.retrieval import Retriever
 from serving.server import BackgroundServer
 

@@ -55,6 +55,20 @@ def test_stage_files_round_trip_tasks_elements_and_pictures(stages: StageFiles) 
     assert stages.read_task(DOC) is None and stages.parsed_meta(DOC) is None
 
 
+def test_a_stored_picture_is_found_by_the_name_its_chunk_records_and_nothing_outside_them(
+    stages: StageFiles,
+) -> None:
+    stages.write_parsed(DOC, "v1", _parsed("Revenue rose."), None)
+    meta = stages.parsed_meta(DOC)
+    assert meta is not None
+    [picture] = meta.meta["images"]
+    found = stages.stored_picture(picture["file"])
+    assert found is not None and found.read_bytes() == b"\x89PNG picture"
+    escaping = f"{picture['file']}/../../../stages/{DOC}"
+    for name in ("", "stages/docs/report.pdf", escaping, "/etc/passwd"):
+        assert stages.stored_picture(name) is None, name
+
+
 def test_a_parse_cut_short_leaves_the_previous_stage_file_whole(stages: StageFiles) -> None:
     stages.write_parsed(DOC, "v1", _parsed("Revenue rose."), None)
 

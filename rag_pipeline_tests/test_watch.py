@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -12,9 +16,10 @@ import pytest
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.cli import main
 from rag_pipeline.config import Settings, load_settings
-from rag_pipeline.indexing.incremental import IndexOutcome
-from rag_pipeline.indexing.watch import watch
+from rag_pipeline.orchestration.incremental import IndexOutcome
+from rag_pipeline.orchestration.watch import watch
 from rag_pipeline.workspaces import Workspace
+from rag_pipeline_tests.conftest import Cli
 
 SETTLE_MS = 700
 # The watcher's passes and the settling of each change are waited for: seconds.
@@ -90,3 +95,31 @@ def test_a_dropped_file_is_indexed_once_it_settles_and_a_deleted_one_goes(
 
     (source / "heron.md").unlink()
     _within(30, lambda: "docs/heron.md" not in _indexed(settings))
+
+
+def test_the_watch_command_stops_on_sigterm_after_a_dagster_run(
+    cli: Cli, home: Path, source: Path, tmp_path: Path
+) -> None:
+    """A Dagster run in the watcher's process leaves SIGTERM raising KeyboardInterrupt; the
+    watcher must still stop, as a service manager asks it to."""
+    assert cli("index", "--home", home, "--source", source).code == 0
+    environment = os.environ | {
+        "RAG_PIPELINE_INDEXING__WATCH_SETTLE_MS": str(SETTLE_MS),
+        "RAG_PIPELINE_INDEXING__DIRECT_DOCUMENTS": "0",  # every pass a Dagster run
+    }
+    with (tmp_path / "watch.log").open("wb") as log:
+        watcher = subprocess.Popen(
+            [sys.executable, "-m", "rag_pipeline.cli", "watch", "--home", str(home)],
+            env=environment,
+            stdout=log,
+            stderr=log,
+        )
+        try:
+            time.sleep(5)  # the first pass, and the watch set up after it
+            (source / "heron.md").write_text("# Herons\n\nHerons stand still in water.\n")
+            settings = load_settings(home)
+            _within(60, lambda: "docs/heron.md" in _indexed(settings))
+        finally:
+            watcher.send_signal(signal.SIGTERM)
+            code = watcher.wait(timeout=60)
+    assert code == 0, (tmp_path / "watch.log").read_text(errors="replace")[-3000:]

@@ -18,10 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from rag_pipeline.chunking import sentence_spans
 from rag_pipeline.config import AnswerSettings, Settings
-from rag_pipeline.embedding.models import models_folder
-from rag_pipeline.language import detect_language, has_cjk
+from rag_pipeline.embedding import models_folder
+from rag_pipeline.language import detect_language, has_cjk, sentence_spans
 from serving.retrieval import Candidate, Retrieval, query_encoders
 
 Message = dict[str, str]  # {"role": "user" | "assistant", "content": ...}

@@ -1,7 +1,8 @@
 """The question-answering service behind the chat page and the search API, without any UI.
 
-It owns what a serving process holds open: the store it searches (see ``replica.py``), the
-query models, the reranker, the answer backend and the history database.
+It owns what a serving process holds open: the store it searches (see
+``rag_pipeline.store.replica``), the query models, the reranker, the answer backend and the
+history database.
 """
 
 from __future__ import annotations
@@ -17,11 +18,16 @@ from urllib.parse import quote
 
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import Settings
-from rag_pipeline.store.schema import QueryFilter, is_picture
+from rag_pipeline.store import (
+    QueryFilter,
+    RefreshLoop,
+    RefreshReport,
+    is_picture,
+    open_serving_store,
+)
 from serving.answer import Answer, Message, answer, load_answerer
 from serving.history import History
 from serving.preview import PreviewError, picture_file
-from serving.replica import RefreshLoop, RefreshReport, open_serving_store
 from serving.rerank import load_reranker
 from serving.retrieval import Candidate, OnlineOnly, QueryError, Retrieval, Retriever
 

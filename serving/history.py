@@ -154,6 +154,12 @@ class History:
             ).fetchall()
         return [ConversationSummary(*row) for row in rows]
 
+    def conversation_count(self) -> int:
+        """Every user's conversations, counted (what deleting the workspace deletes)."""
+        with self._lock:
+            (count,) = self._db.execute("SELECT COUNT(*) FROM conversations").fetchone()
+        return int(count)
+
     def messages(self, conversation_id: str, owner: str) -> list[StoredMessage]:
         """The conversation's messages; none when ``owner`` does not own it."""
         with self._lock:

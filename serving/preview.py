@@ -13,7 +13,7 @@ import html
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from upath import UPath
@@ -23,8 +23,8 @@ from rag_pipeline.catalog import Catalog, DocumentRecord
 from rag_pipeline.config import Settings
 from rag_pipeline.parsing.lines import join_lines
 from rag_pipeline.redaction import MASK, Redactor
-from rag_pipeline.stages import PICTURES_FOLDER
-from rag_pipeline.store.schema import is_picture
+from rag_pipeline.stages import StageFiles
+from rag_pipeline.store import is_picture
 
 if TYPE_CHECKING:
     import pymupdf
@@ -119,10 +119,8 @@ def preview(
 
 def picture_file(settings: Settings, row: dict[str, Any]) -> UPath:
     """The stored picture of a picture chunk (a catalog row), only from the stored pictures."""
-    name = PurePosixPath(row.get("image_file") or "")
-    path = settings.stage_root / name.as_posix()
-    inside = name.parts[:1] == (PICTURES_FOLDER,) and ".." not in name.parts
-    if not inside or not path.is_file():
+    path = StageFiles(settings.stage_root).stored_picture(row.get("image_file") or "")
+    if path is None or not path.is_file():
         raise PreviewError(f"the picture of {row['chunk_id']!r} is gone")
     return path
 

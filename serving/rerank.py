@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rag_pipeline.config import RerankSettings, Settings
-from rag_pipeline.embedding.models import models_folder
+from rag_pipeline.embedding import models_folder
 
 if TYPE_CHECKING:
     from fastembed.rerank.cross_encoder import TextCrossEncoder

@@ -15,20 +15,26 @@ from fastapi import FastAPI
 from starlette.routing import Mount
 
 from rag_pipeline.config import Settings
-from serving.access import AccessMiddleware, check_binding
+from serving.access import AccessMiddleware, check_binding, sign_in_routes
 from serving.api import api_routes
-from serving.app import PAGE_CSS, build_page, gr
+from serving.page import PAGE_CSS, build_page, gr
 from serving.workspaces import ServedWorkspaces
 
 
 def build_app(workspaces: ServedWorkspaces) -> FastAPI:
     app = FastAPI(title="rag-pipeline", docs_url="/api/docs", openapi_url="/api/openapi.json")
     app.include_router(api_routes(workspaces))
+    app.include_router(sign_in_routes(workspaces.authenticator))
     # Outermost: no route, Gradio's own included, answers anyone not signed in.
     app.add_middleware(AccessMiddleware, authenticator=workspaces.authenticator)
+    page = build_page(workspaces)
+    # Gradio refuses an event naming a file it was not sent (an upload naming any file of the
+    # server, which it would copy for the handler) only once it counts itself launched, which a
+    # mounted page never does.
+    page.has_launched = True
     return gr.mount_gradio_app(
         app,
-        build_page(workspaces),
+        page,
         path="/",
         max_file_size=round(workspaces.settings.serving.max_upload_mb * gr.FileSize.MB),
         css=PAGE_CSS,

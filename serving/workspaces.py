@@ -1,7 +1,8 @@
 """The workspaces one server answers for, and what each user may do with them.
 
 An :class:`~serving.assistant.Assistant` per workspace, opened at its first use; uploads into a
-workspace's upload folder, indexed by the same pipeline in a child process
+workspace's upload folder, each file taken or refused on its own, through the workspace's own
+temporary folder, and indexed by the same pipeline in a child process
 (``rag-pipeline index --workspace …``: the page never runs Dagster itself).
 """
 
@@ -13,14 +14,16 @@ import subprocess
 import sys
 import threading
 import unicodedata
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 from rag_pipeline import ids
-from rag_pipeline.availability import AvailabilityError, set_availability
+from rag_pipeline.availability import AvailabilityError, AvailabilityObserver, set_availability
 from rag_pipeline.catalog import Availability, AvailabilityRecord, Catalog
 from rag_pipeline.config import Settings
 from rag_pipeline.ids import DEFAULT_WORKSPACE
+from rag_pipeline.locking import LockTimeout
 from rag_pipeline.parsing import format_of
 from rag_pipeline.workspaces import (
     Workspace,
@@ -35,6 +38,7 @@ from rag_pipeline.workspaces import (
 )
 from serving.access import Authenticator, User
 from serving.assistant import Assistant
+from serving.history import History
 
 logger = logging.getLogger(__name__)
 
@@ -44,14 +48,27 @@ class NotAllowed(PermissionError):
 
 
 @dataclass(frozen=True, slots=True)
+class Contents:
+    """What deleting a workspace takes away."""
+
+    documents: int  # indexed
+    uploads: int  # files uploaded into it
+    conversations: int  # every user's
+
+
+@dataclass(frozen=True, slots=True)
 class Upload:
+    """One file of an upload: taken (written to ``path``) or refused (and why)."""
+
     name: str  # the file's name as sent
-    path: Path  # where it was written
+    path: Path | None  # where it was written; None when refused
+    refused: str | None = None
 
 
 class ServedWorkspaces:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, observe: AvailabilityObserver | None = None) -> None:
         self.settings = settings  # the installation's (its default workspace's) settings
+        self._observe = observe  # told of each availability change (Dagster's UI shows it)
         self.authenticator = Authenticator(settings.root)
         self._assistants: dict[str, Assistant] = {}
         self._lock = threading.Lock()
@@ -121,14 +138,44 @@ class ServedWorkspaces:
         self._require_manager(user)
         return rename_workspace(self.workspace(user, workspace_id), name)
 
-    def delete(self, user: User, workspace_id: str) -> None:
+    def contents(self, user: User, workspace_id: str) -> Contents:
+        workspace = self.workspace(user, workspace_id)
+        folder = workspace.settings.upload_folder
+        uploads = folder.iterdir() if folder.is_dir() else []
+        with self._lock:
+            assistant = self._assistants.get(workspace.id)
+        history = assistant.history if assistant else History(workspace.home)
+        try:
+            conversations = history.conversation_count()
+        finally:
+            if assistant is None:
+                history.close()
+        return Contents(
+            documents=indexed_documents(workspace.settings),
+            uploads=sum(1 for path in uploads if path.is_file() and not path.name.startswith(".")),
+            conversations=conversations,
+        )
+
+    def deletable(self, user: User, workspace_id: str) -> Workspace:
+        """The workspace, if the user may delete it: never the default one."""
         self._require_manager(user)
         workspace = self.workspace(user, workspace_id)
+        if workspace.id == DEFAULT_WORKSPACE:
+            raise NotAllowed("the default workspace cannot be deleted")
+        return workspace
+
+    def delete(self, user: User, workspace_id: str) -> None:
+        workspace = self.deletable(user, workspace_id)
         with self._lock:
             assistant = self._assistants.pop(workspace.id, None)
         if assistant is not None:
             assistant.close()
-        delete_workspace(workspace)
+        try:
+            delete_workspace(workspace)
+        except LockTimeout as error:
+            raise WorkspaceError(
+                f"{workspace.name} is being indexed: delete it once the run ends"
+            ) from error
 
     def _require_manager(self, user: User) -> None:
         if not self.may_manage(user):
@@ -154,33 +201,61 @@ class ServedWorkspaces:
         if record is None or record.indexed_version != version:
             raise AvailabilityError(f"{doc_id} changed since this answer: search again")
         chunk = None if whole else index
-        return set_availability(workspace.settings, doc_id, state, user.name, chunk)
+        return set_availability(
+            workspace.settings, doc_id, state, user.name, chunk, observe=self._observe
+        )
 
     # -- uploads -----------------------------------------------------------------------------
 
-    def upload(self, user: User, workspace_id: str, files: list[Path]) -> list[Upload]:
-        """Copy uploaded files into the workspace's upload folder and have them indexed."""
+    def upload(self, user: User, workspace_id: str, sent: list[tuple[str, Path]]) -> list[Upload]:
+        """Each file sent (its name as sent, and its temporary copy) taken into the workspace's
+        upload folder and indexed, or refused with the reason; the copies are gone afterwards
+        either way (they are the request's, in a folder every upload shares)."""
+        try:
+            workspace = self.workspace(user, workspace_id)
+            incoming = workspace.settings.home / "serving" / "incoming" / uuid.uuid4().hex
+            try:
+                uploads = [
+                    self._taken(workspace, incoming, name, path, number)
+                    for number, (name, path) in enumerate(sent)
+                ]
+            finally:
+                shutil.rmtree(incoming, ignore_errors=True)
+        finally:
+            for _, path in sent:
+                path.unlink(missing_ok=True)
+        if any(upload.path for upload in uploads):
+            self._indexing.request(workspace.id)
+        return uploads
+
+    def _taken(
+        self, workspace: Workspace, incoming: Path, name: str, sent: Path, number: int
+    ) -> Upload:
+        """One file sent, refused, or moved into the workspace's temporary folder (out of the
+        shared one at once) and from there, whole, into its upload folder."""
         limits = self.settings.serving
-        if len(files) > limits.max_upload_files:
-            raise ValueError(f"at most {limits.max_upload_files} files in one upload")
-        for file in files:
-            if file.stat().st_size > limits.max_upload_mb * 1024 * 1024:
-                raise ValueError(f"{file.name} is larger than {limits.max_upload_mb:g} MB")
-            if format_of(Path(safe_file_name(file.name))) is None:
-                raise ValueError(f"{file.name}: not a kind of document this index reads")
-        workspace = self.workspace(user, workspace_id)
+        stored = safe_file_name(name)
+        try:
+            size = sent.stat().st_size
+        except FileNotFoundError:
+            return Upload(name, None, "it did not arrive whole: upload it again")
+        if number >= limits.max_upload_files:
+            return Upload(name, None, f"more than {limits.max_upload_files} files in one upload")
+        if size > limits.max_upload_mb * 1024 * 1024:
+            return Upload(name, None, f"larger than {limits.max_upload_mb:g} MB")
+        if format_of(Path(stored)) is None:
+            return Upload(name, None, "not a kind of document this index reads")
+        incoming.mkdir(parents=True, exist_ok=True)
+        staged = incoming / stored
+        shutil.move(sent, staged)
         folder = workspace.settings.upload_folder
         folder.mkdir(parents=True, exist_ok=True)
-        written = []
-        for file in files:
-            target = folder / safe_file_name(file.name)
-            # Copied under a hidden name, then renamed: a run never reads half a file.
-            partial = folder / f".{target.name}.part"
-            shutil.copyfile(file, partial)
-            partial.replace(target)
-            written.append(Upload(file.name, target))
-        self._indexing.request(workspace.id)
-        return written
+        target = folder / stored
+        # Moved under a hidden name, then renamed: a run never reads half a file.
+        partial = folder / f".{stored}.part"
+        shutil.move(staged, partial)
+        partial.replace(target)
+        return Upload(name, target)
 
     def indexing(self, workspace_id: str) -> bool:
         """Whether an indexing run the page started for the workspace is under way."""
@@ -191,6 +266,14 @@ class ServedWorkspaces:
             assistants, self._assistants = list(self._assistants.values()), {}
         for assistant in assistants:
             assistant.close()
+
+
+def indexed_documents(settings: Settings) -> int:
+    """The documents of the workspace's live collection that are indexed."""
+    with Catalog(settings) as catalog:
+        live = catalog.live_collection()
+        records = catalog.documents(live.name).values() if live else []
+        return sum(1 for record in records if record.indexed_version)
 
 
 def safe_file_name(name: str) -> str:

@@ -1,5 +1,6 @@
-"""The asset graph, one dynamic partition per document (or bucket of documents), each asset a
-thin call into ``Indexer``.
+"""The asset graph, made from the stage table (``indexing/stage_table.py``): an asset per
+stage, one dynamic partition per document (or bucket of documents), each asset a thin call into
+``Indexer``.
 
 Partition keys name the workspace too (``ids.partition_key``); the indexer sees document ids.
 
@@ -9,8 +10,7 @@ so a run over N changed documents is one process and the embedding batches span 
 
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from functools import partial
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from dagster import (
@@ -20,34 +20,31 @@ from dagster import (
     AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
+    AssetsDefinition,
     BackfillPolicy,
     BetaWarning,
     Config,
     MaterializeResult,
     asset,
 )
-from dagster._core.execution.context.metadata_logging import (
-    AssetMetadataHandle,
-    OutputMetadataAccumulator,
-)
 from pydantic import Field
 
+from rag_pipeline.defs.compat import add_partition_metadata
 from rag_pipeline.defs.partitions import documents_partitions
 from rag_pipeline.defs.resources import IndexingResource
 from rag_pipeline.ids import is_bucket, partition_document
-from rag_pipeline.indexing.checks import CheckOutcome, run_checks
-from rag_pipeline.indexing.commit import write_points
+from rag_pipeline.indexing.checks import CHECKS, CheckOutcome
 from rag_pipeline.indexing.run import Metadata
+from rag_pipeline.indexing.stage_table import STAGES, Stage, run_stage
 
 # BackfillPolicy is "beta"; it is what runs a batch of documents in one invocation.
 warnings.filterwarnings("ignore", category=BetaWarning, message=".*backfill_policy.*")
 
 _FAILURES_SHOWN = 50
-_PER_DOCUMENT = {
-    "partitions_def": documents_partitions,
-    "backfill_policy": BackfillPolicy.single_run(),
-    "group_name": "indexing",
-}
+QDRANT_POINTS = AssetKey(next(stage.name for stage in STAGES if stage.writes_store))
+# One run at a time writes the embedded store (its pool limit is set in the instance's
+# configuration, defs/instance.py; none with a Qdrant server); the stages before it are free.
+VECTOR_STORE_POOL = "vector_store"
 
 
 class ManifestConfig(Config):
@@ -61,39 +58,37 @@ class ManifestConfig(Config):
     )
 
 
-def run_stage(
-    context: AssetExecutionContext,
-    indexing: IndexingResource,
-    stage: Callable[[list[str]], Mapping[str, Mapping[str, Any]]],
-) -> MaterializeResult:
-    """``stage`` over the run's documents, its report recorded per partition."""
-    members = indexing.members(context.partition_keys)
-    return record_per_partition(context, members, stage(indexing.documents(context.partition_keys)))
+class _StepJournal:
+    """What a stage reports, recorded in its Dagster step: each partition's metadata on its
+    own materialization (:func:`partition_metadata`), the batch's on the result, and the checks
+    as check results and, per failing document, evaluations."""
 
+    def __init__(self, context: AssetExecutionContext, members: Mapping[str, list[str]]) -> None:
+        self._context = context
+        self._members = members
+        self.events: list[MaterializeResult | AssetCheckResult | AssetCheckEvaluation] = []
 
-def record_per_partition(
-    context: AssetExecutionContext,
-    members: Mapping[str, list[str]],
-    report: Mapping[str, Mapping[str, Any]],
-) -> MaterializeResult:
-    """Attach each partition's metadata (:func:`partition_metadata`) to its own materialization.
+    def stage_done(self, stage: str, report: Mapping[str, Mapping[str, Any]]) -> None:
+        per_partition = {
+            key: values
+            for key, doc_ids in self._members.items()
+            if (values := partition_metadata(report, key, doc_ids))
+        }
+        add_partition_metadata(self._context, per_partition)
+        documents = [doc_id for doc_ids in self._members.values() for doc_id in doc_ids]
+        self.events.append(MaterializeResult(metadata=batch_summary(report, documents)))
 
-    ``context.add_asset_metadata(..., partition_key=k)`` re-reads every dynamic partition to
-    validate ``k`` on each call, which is quadratic over a large batch; the keys here are the
-    run's own, so the accumulator is extended once. (Dagster internals, pinned by
-    ``dagster==1.13.*`` and by a test reading the metadata back.)
-    """
-    step = context.op_execution_context._step_execution_context
-    accumulated = dict(step._metadata_accumulator.per_output_metadata)
-    for key, doc_ids in members.items():
-        values = partition_metadata(report, key, doc_ids)
-        if values:
-            accumulated[
-                AssetMetadataHandle(asset_key=context.assets_def.key, partition_key=key)
-            ] = values
-    step._metadata_accumulator = OutputMetadataAccumulator(per_output_metadata=accumulated)
-    documents = [doc_id for doc_ids in members.values() for doc_id in doc_ids]
-    return MaterializeResult(metadata=batch_summary(report, documents))
+    def checks_done(self, outcomes: Mapping[str, CheckOutcome]) -> None:
+        for name, outcome in outcomes.items():
+            self.events.extend(failed_document_evaluations(name, outcome, self._members))
+            self.events.append(
+                AssetCheckResult(
+                    check_name=name,
+                    passed=outcome.passed,
+                    severity=AssetCheckSeverity.ERROR,
+                    metadata=check_summary(outcome),
+                )
+            )
 
 
 def partition_metadata(
@@ -128,121 +123,61 @@ def batch_summary(report: Mapping[str, Mapping[str, Any]], doc_ids: Iterable[str
     return summary | {f"batch_{name}": value for name, value in report.get("*", {}).items()}
 
 
-@asset(
-    **_PER_DOCUMENT,
-    description="The document's file: path, size, content hash, version, and what this run does "
-    "with it (index, unchanged, delete).",
-)
-def file_manifest(
-    context: AssetExecutionContext, config: ManifestConfig, indexing: IndexingResource
-) -> MaterializeResult:
-    return run_stage(
-        context,
-        indexing,
-        partial(indexing.indexer.plan, force=config.force, retry_failed=config.retry_failed),
-    )
+def stage_asset(stage: Stage) -> AssetsDefinition:
+    """The asset of one stage: the stage over the run's documents, reported per partition. The
+    plan's asset takes the run's options (:class:`ManifestConfig`); the store's claims the
+    store's pool and carries the checks."""
+    options: dict[str, Any] = {
+        "name": stage.name,
+        "deps": list(stage.parents),
+        "description": stage.description,
+        "partitions_def": documents_partitions,
+        "backfill_policy": BackfillPolicy.single_run(),
+        "group_name": "indexing",
+    }
+    if stage.writes_store:
+        options["pool"] = VECTOR_STORE_POOL
+        options["check_specs"] = [
+            AssetCheckSpec(name, asset=stage.name, description=description)
+            for name, description in CHECKS.items()
+        ]
 
+    def materialize(
+        context: AssetExecutionContext, indexing: IndexingResource, **run_options: bool
+    ) -> Iterator[MaterializeResult | AssetCheckResult | AssetCheckEvaluation]:
+        journal = _StepJournal(context, indexing.members(context.partition_keys))
+        try:
+            run_stage(
+                stage,
+                indexing.indexer,
+                indexing.documents(context.partition_keys),
+                journal,
+                **run_options,
+            )
+        finally:
+            if stage.writes_store:
+                indexing.indexer.close_store()  # the next run's write may start as this ends
+        yield from journal.events
 
-@asset(
-    **_PER_DOCUMENT,
-    deps=[file_manifest],
-    description="Text elements with page, box and section path (PyMuPDF, unstructured, "
-    "direct parsers).",
-)
-def parsed_pages(context: AssetExecutionContext, indexing: IndexingResource) -> MaterializeResult:
-    return run_stage(context, indexing, indexing.indexer.parse)
+    if stage.parents:
 
+        @asset(**options)
+        def stage_step(
+            context: AssetExecutionContext, indexing: IndexingResource
+        ) -> Iterator[MaterializeResult | AssetCheckResult | AssetCheckEvaluation]:
+            yield from materialize(context, indexing)
 
-@asset(
-    **_PER_DOCUMENT,
-    deps=[parsed_pages],
-    description="Chunks sized in the dense model's tokens, with pages, boxes and section.",
-)
-def chunks(context: AssetExecutionContext, indexing: IndexingResource) -> MaterializeResult:
-    return run_stage(context, indexing, indexing.indexer.chunk)
+    else:
 
+        @asset(**options)
+        def stage_step(
+            context: AssetExecutionContext, config: ManifestConfig, indexing: IndexingResource
+        ) -> Iterator[MaterializeResult | AssetCheckResult | AssetCheckEvaluation]:
+            yield from materialize(
+                context, indexing, force=config.force, retry_failed=config.retry_failed
+            )
 
-@asset(
-    **_PER_DOCUMENT,
-    deps=[chunks],
-    description="Dense vectors of the chunks; only texts not in the embedding cache are embedded.",
-)
-def dense_embeddings(
-    context: AssetExecutionContext, indexing: IndexingResource
-) -> MaterializeResult:
-    return run_stage(context, indexing, indexing.indexer.embed_dense)
-
-
-@asset(
-    **_PER_DOCUMENT,
-    deps=[chunks],
-    description="Sparse keyword vectors of the chunks (BM25 with jieba for Chinese, or SPLADE).",
-)
-def sparse_embeddings(
-    context: AssetExecutionContext, indexing: IndexingResource
-) -> MaterializeResult:
-    return run_stage(context, indexing, indexing.indexer.embed_sparse)
-
-
-@asset(
-    **_PER_DOCUMENT,
-    deps=[chunks],
-    description="CLIP vectors of the document's pictures (OpenCLIP, images.clip_model); only "
-    "pictures not in the embedding cache are embedded. Nothing when no CLIP model is set.",
-)
-def image_embeddings(
-    context: AssetExecutionContext, indexing: IndexingResource
-) -> MaterializeResult:
-    return run_stage(context, indexing, indexing.indexer.embed_pictures)
-
-
-QDRANT_POINTS = AssetKey("qdrant_points")
-VECTOR_STORE_POOL = "vector_store"
-CHECKS = {
-    "every_chunk_has_point": "Each indexed document has exactly one point per chunk.",
-    "no_orphan_points": "Every point belongs to a document's indexed version.",
-    "vector_size_matches_model": "The collection's text and image vectors have the models' sizes.",
-    "no_document_silently_empty": "No document indexed without chunks or failed without a reason.",
-}
-
-
-@asset(
-    **_PER_DOCUMENT,
-    deps=[dense_embeddings, sparse_embeddings, image_embeddings],
-    description="The document's points in the vector store and its catalog rows: the new "
-    "version upserted, then made live in one catalog transaction, then the older ones deleted.",
-    check_specs=[
-        AssetCheckSpec(name, asset=QDRANT_POINTS, description=description)
-        for name, description in CHECKS.items()
-    ],
-    # One run at a time writes the embedded store (its pool limit is set in the instance's
-    # configuration, defs/instance.py; none with a Qdrant server); the stages before it are free.
-    pool=VECTOR_STORE_POOL,
-)
-def qdrant_points(
-    context: AssetExecutionContext, indexing: IndexingResource
-) -> Iterator[MaterializeResult | AssetCheckResult | AssetCheckEvaluation]:
-    indexer = indexing.indexer
-    members = indexing.members(context.partition_keys)
-    doc_ids = indexing.documents(context.partition_keys)
-    try:
-        yield record_per_partition(context, members, write_points(indexer, doc_ids))
-        for name, outcome in run_checks(indexer, doc_ids).items():
-            yield from _check_events(name, outcome, members)
-    finally:
-        indexer.close_store()  # the next run's write may start as this step ends
-
-
-def _check_events(
-    name: str, outcome: CheckOutcome, members: Mapping[str, list[str]]
-) -> Iterator[AssetCheckResult | AssetCheckEvaluation]:
-    yield from failed_document_evaluations(name, outcome, members)
-    yield AssetCheckResult(
-        check_name=name,
-        passed=outcome.passed,
-        severity=AssetCheckSeverity.ERROR,
-        metadata=check_summary(outcome),
-    )
+    return stage_step
 
 
 def failed_document_evaluations(
@@ -271,12 +206,4 @@ def check_summary(outcome: CheckOutcome) -> dict[str, Any]:
     return {**outcome.summary, "failures": dict(list(outcome.failures.items())[:_FAILURES_SHOWN])}
 
 
-document_assets = [
-    file_manifest,
-    parsed_pages,
-    chunks,
-    dense_embeddings,
-    sparse_embeddings,
-    image_embeddings,
-    qdrant_points,
-]
+document_assets = [stage_asset(stage) for stage in STAGES]

@@ -1,8 +1,9 @@
 """The Dagster instance the CLI and ``dagster dev`` share: ``<home>/dagster`` is DAGSTER_HOME.
 
 Its ``dagster.yaml`` is written from the settings: SQLite storage under the home folder by
-default (with batched event writes, see ``storage.py``), PostgreSQL through dagster-postgres
-when ``dagster.postgres_url`` is set.
+default (with batched event writes, see ``compat.py``), PostgreSQL through dagster-postgres
+when ``dagster.postgres_url`` is set. Dagster's storage classes are named as ``compat.py``'s,
+which re-exports them: only that module names Dagster's private modules.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 
 # What Dagster reads from the environment: a run's per-document events written in batches (see
-# storage.py), read per event by the process executing the run.
+# compat.py), read per event by the process executing the run.
 DAGSTER_ENVIRONMENT = {"DAGSTER_EVENT_BATCH_SIZE": "100000"}
 # With PostgreSQL storage, also in the processes creating runs: one planned event per asset for
 # a run's range of documents, as dagster-postgres stores each planned event on a connection of its
@@ -30,6 +31,9 @@ DAGSTER_ENVIRONMENT = {"DAGSTER_EVENT_BATCH_SIZE": "100000"}
 # progress, nor a failed run's as failed (each document's failure is in the catalog). SQLite
 # storage keeps Dagster's per-document events, which cost little there.
 POSTGRES_DAGSTER_ENVIRONMENT = {"DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS": "true"}
+
+
+_COMPAT = "rag_pipeline.defs.compat"
 
 
 def use_dagster_environment(settings: Settings | None = None) -> None:
@@ -52,12 +56,12 @@ def instance_config(settings: Settings) -> dict[str, Any]:
     base = dagster_home(settings)
     config: dict[str, Any] = {
         "local_artifact_storage": {
-            "module": "dagster._core.storage.root",
+            "module": _COMPAT,
             "class": "LocalArtifactStorage",
             "config": {"base_dir": str(base)},
         },
         "compute_logs": {
-            "module": "dagster._core.storage.local_compute_log_manager",
+            "module": _COMPAT,
             "class": "LocalComputeLogManager",
             "config": {"base_dir": str(base / "logs")},
         },
@@ -80,17 +84,17 @@ def instance_config(settings: Settings) -> dict[str, Any]:
     else:
         config |= {
             "run_storage": {
-                "module": "dagster._core.storage.runs",
+                "module": _COMPAT,
                 "class": "SqliteRunStorage",
                 "config": {"base_dir": str(base / "history")},
             },
             "event_log_storage": {
-                "module": "rag_pipeline.defs.storage",
+                "module": _COMPAT,
                 "class": "BatchedSqliteEventLogStorage",
                 "config": {"base_dir": str(base / "history" / "runs")},
             },
             "schedule_storage": {
-                "module": "dagster._core.storage.schedules",
+                "module": _COMPAT,
                 "class": "SqliteScheduleStorage",
                 "config": {"base_dir": str(base / "schedules")},
             },

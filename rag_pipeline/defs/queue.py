@@ -4,7 +4,7 @@ The runs are created from the code location as a ``dagster-daemon`` loads it, an
 the instance's ``QueuedRunCoordinator``; the daemon's queue starts them,
 ``dagster.max_concurrent_runs`` at a time, each in its own process through the instance's run
 launcher. Creating a run of a code location is what ``dagster job launch`` does, with Dagster
-internals (``dagster==1.13.*``), isolated in :func:`submit_runs`.
+internals (``compat.submit_runs_of_location``).
 
 Queued runs start only while a daemon runs: when none does for this instance, one is started
 for the command's duration (:func:`queue_daemon`); it drains the queue only (no sensor or
@@ -14,10 +14,8 @@ starts whatever else waits in the queue.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -30,12 +28,15 @@ import yaml
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from rag_pipeline.config import Settings
-from rag_pipeline.defs.instance import write_instance_config
+from rag_pipeline.defs.compat import submit_runs_of_location
+from rag_pipeline.defs.errors import NoDaemon
+from rag_pipeline.defs.instance import get_instance, write_instance_config
 from rag_pipeline.defs.runs import TRIGGER_TAG, PlannedRun, fail_abandoned_runs, index_documents_job
 from rag_pipeline.files import write_atomically
-from rag_pipeline.indexing.incremental import NoDaemon
+from rag_pipeline.processes import start_process_group, stop_process_group
 
 logger = logging.getLogger(__name__)
+
 
 # The code location's name: a workspace file's python_module entry is named by its module, as in
 # the checkout's workspace.yaml; runs submitted here name it, and the daemon launches them from it.
@@ -67,31 +68,19 @@ def submit_runs(
     trigger: str,
 ) -> list[str]:
     """Create the planned runs from the code location and put them in the run queue."""
-    from dagster._cli.job import _create_run
-    from dagster._core.workspace.context import WorkspaceProcessContext
-    from dagster._core.workspace.load_target import WorkspaceFileTarget
-
-    target = WorkspaceFileTarget(paths=[str(workspace_file(settings))])
-    with WorkspaceProcessContext(instance, target, code_server_log_level="WARNING") as process:
-        workspace = process.create_request_context()
-        location = workspace.get_code_location(LOCATION)
-        repository = next(iter(location.get_repositories().values()))
-        job = repository.get_full_job(index_documents_job.name)
-        run_ids = []
-        for run in planned:
-            created = _create_run(
-                instance=instance,
-                code_location=location,
-                remote_repo=repository,
-                remote_job=job,
-                run_config=run.run_config(settings, retry_failed=retry_failed),
-                tags={**run.tags, TRIGGER_TAG: trigger},
-                op_selection=None,
-                run_id=None,
+    return submit_runs_of_location(
+        instance,
+        workspace_file(settings),
+        LOCATION,
+        index_documents_job.name,
+        [
+            (
+                run.run_config(settings, retry_failed=retry_failed),
+                {**run.tags, TRIGGER_TAG: trigger},
             )
-            instance.submit_run(created.run_id, workspace)
-            run_ids.append(created.run_id)
-    return run_ids
+            for run in planned
+        ],
+    )
 
 
 def daemon_running(instance: DagsterInstance) -> bool:
@@ -104,8 +93,6 @@ def daemon_running(instance: DagsterInstance) -> bool:
 def queue_daemon(settings: Settings) -> Iterator[Callable[[], bool]]:
     """A ``dagster-daemon`` draining the queue meanwhile: the running one, or one started here
     and stopped at the end. Yields whether it still runs."""
-    from rag_pipeline.defs.instance import get_instance
-
     with get_instance(settings) as instance:
         running = daemon_running(instance)
         if running:
@@ -135,43 +122,12 @@ def queue_daemon(settings: Settings) -> Iterator[Callable[[], bool]]:
 def start_daemon(
     workspace: Path, environment: Mapping[str, str], log: IO[Any]
 ) -> subprocess.Popen[bytes]:
-    """``dagster-daemon run`` for ``workspace``, in a session of its own so that
-    :func:`stop_process_group` stops the code server and runs it started too. On Linux it is
-    also stopped (SIGTERM) when the process that started it dies, even by SIGKILL."""
-    return subprocess.Popen(
-        # The venv's dagster-daemon, beside this interpreter (the venv need not be on PATH).
-        [str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", str(workspace)],
-        env=dict(environment),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        preexec_fn=_terminated_with_parent(os.getpid()) if sys.platform == "linux" else None,
-    )
-
-
-def _terminated_with_parent(parent: int) -> Callable[[], None]:
-    """What a child runs before its program: ask the kernel for SIGTERM when its parent dies.
-    The C function is looked up here, before the fork: the child only calls it."""
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-    set_parent_death_signal = 1  # PR_SET_PDEATHSIG, <linux/prctl.h>
-
-    def arrange() -> None:
-        prctl(set_parent_death_signal, signal.SIGTERM)
-        if os.getppid() != parent:  # the parent died before the request was in place
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return arrange
-
-
-def stop_process_group(process: subprocess.Popen[bytes], timeout_seconds: float = 60) -> None:
-    """Stop a process started in a session of its own, and what it started: SIGTERM, then
-    SIGKILL if it has not ended within ``timeout_seconds``."""
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=timeout_seconds)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+    """``dagster-daemon run`` for ``workspace``, stopped with this process
+    (:func:`~rag_pipeline.processes.stop_process_group` stops the code server and runs it
+    started too)."""
+    # The venv's dagster-daemon, beside this interpreter (the venv need not be on PATH).
+    daemon = str(Path(sys.executable).with_name("dagster-daemon"))
+    return start_process_group([daemon, "run", "-w", str(workspace)], environment, log)
 
 
 def wait_for_runs(

@@ -17,16 +17,11 @@ from dagster import (
 
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import Settings, load_settings
-from rag_pipeline.defs.direct import report_direct_runs
+from rag_pipeline.defs.errors import RunsInProgress
 from rag_pipeline.defs.partitions import remove_other_workspaces_partitions
-from rag_pipeline.defs.runs import (
-    TRIGGER_TAG,
-    active_index_run,
-    fail_abandoned_runs,
-    index_documents_job,
-    plan_index_runs,
-)
-from rag_pipeline.indexing.incremental import find_work
+from rag_pipeline.defs.planning import clear_the_way
+from rag_pipeline.defs.runs import TRIGGER_TAG, index_documents_job, plan_index_runs
+from rag_pipeline.indexing.planning import find_work
 from rag_pipeline.locking import LockTimeout, index_lock, lock_place
 from rag_pipeline.workspaces import list_workspaces
 
@@ -36,7 +31,6 @@ def _index_run_requests(instance: DagsterInstance, trigger: str) -> list[RunRequ
     run per ``indexing.run_documents`` documents)."""
     workspaces = list_workspaces(load_settings())
     remove_other_workspaces_partitions(instance, {workspace.id for workspace in workspaces})
-    fail_abandoned_runs(instance, workspaces[0].settings)  # every workspace's
     requests, skipped = [], []
     for workspace in workspaces:
         planned = _index_run_requests_of(instance, workspace.settings, trigger)
@@ -54,12 +48,12 @@ def _index_run_requests_of(
         with index_lock(lock_place(settings), timeout_seconds=0), Catalog(settings) as catalog:
             # The guard against planning a document twice, and against moving the partitions
             # of queued runs; checked holding the lock, which other planners (the CLI) take.
-            if active_index_run(instance, settings.workspace):
-                return SkipReason("an indexing run is queued or in progress")
-            report_direct_runs(instance, settings)
+            clear_the_way(instance, settings)
             diff = find_work(settings, catalog)
             # Also removes the partitions of documents a previous run deleted.
             planned = plan_index_runs(instance, settings, diff)
+    except RunsInProgress:
+        return SkipReason("an indexing run is queued or in progress")
     except LockTimeout:
         return SkipReason("an indexing run is in progress")
     if not planned:

@@ -1,4 +1,5 @@
-"""Text → vectors: dense and sparse encoders behind one cache keyed by (model, text hash)."""
+"""Text → vectors: dense and sparse encoders behind one cache keyed by (model, text hash); and
+pictures → vectors: CLIP (``image.py``)."""
 
 from __future__ import annotations
 
@@ -10,16 +11,24 @@ from rag_pipeline.embedding.cache import (
     open_embedding_cache,
 )
 from rag_pipeline.embedding.dense import DenseEncoder
+from rag_pipeline.embedding.image import ClipEncoder, clip_dim, clip_model_id
+from rag_pipeline.embedding.models import dense_model_dim, dense_model_languages, models_folder
 from rag_pipeline.embedding.sparse import SparseEncoder, SparseVector
 
 __all__ = [
+    "ClipEncoder",
     "DenseEncoder",
     "EmbeddingCache",
     "SparseEncoder",
     "SparseVector",
     "SqliteEmbeddingCache",
+    "clip_dim",
+    "clip_model_id",
+    "dense_model_dim",
+    "dense_model_languages",
     "ensure_dense",
     "ensure_sparse",
+    "models_folder",
     "open_embedding_cache",
 ]
 

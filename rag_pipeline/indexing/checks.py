@@ -17,13 +17,13 @@ from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import Settings
 from rag_pipeline.embedding.image import clip_model_id
 from rag_pipeline.files import write_atomically
-from rag_pipeline.indexing.points import vector_sizes
 from rag_pipeline.indexing.run import Indexer, Metadata
 from rag_pipeline.store import (
     VectorStore,
     embedded_files_state,
     open_vector_store,
     passed_verification_record,
+    vector_sizes,
 )
 
 
@@ -83,8 +83,16 @@ def verify_store(
     return StoreVerification(points, expected, missing, orphans)
 
 
+CHECKS = {
+    "every_chunk_has_point": "Each indexed document has exactly one point per chunk.",
+    "no_orphan_points": "Every point belongs to a document's indexed version.",
+    "vector_size_matches_model": "The collection's text and image vectors have the models' sizes.",
+    "no_document_silently_empty": "No document indexed without chunks or failed without a reason.",
+}
+
+
 def run_checks(indexer: Indexer, doc_ids: list[str]) -> dict[str, CheckOutcome]:
-    """The outcome of each of ``qdrant_points``' asset checks after a run over ``doc_ids``."""
+    """The outcome of each of :data:`CHECKS` after a run over ``doc_ids``."""
     collection = indexer.collection.name
     verification = verify_store(indexer.catalog, indexer.store, collection, doc_ids)
     totals = {"points": verification.points, "expected_points": verification.expected}

@@ -29,11 +29,17 @@ from rag_pipeline.availability import availability_by_document
 from rag_pipeline.catalog import Catalog, DocumentRecord
 from rag_pipeline.config import Settings
 from rag_pipeline.faults import fault_point
-from rag_pipeline.indexing.points import VectorModels, points_from_cache, vector_sizes
 from rag_pipeline.indexing.run import Indexer, Metadata, target_collection
 from rag_pipeline.manifest import find_changes
 from rag_pipeline.stages import DocumentTask
-from rag_pipeline.store import VectorStore, drop_collection, open_vector_store
+from rag_pipeline.store import (
+    VectorModels,
+    VectorStore,
+    drop_collection,
+    open_vector_store,
+    points_from_cache,
+    vector_sizes,
+)
 from rag_pipeline.store.schema import DocumentFacts
 
 logger = logging.getLogger(__name__)

@@ -2,8 +2,8 @@
 
 Dagster takes about two seconds to import and open before a run's first step: more than
 indexing one edited file takes. So the CLI's ``index`` runs a change of at most
-``indexing.direct_documents`` documents through the same ``Indexer`` stages itself, in the asset
-graph's order, and keeps what each stage reported per document in ``<home>/unreported-runs/``.
+``indexing.direct_documents`` documents through the same stages itself (``stage_table.py``), and
+keeps what each stage reported per document in ``<home>/unreported-runs/``.
 The next time Dagster opens for the home (a run, the sensor, ``rag-pipeline ui``),
 ``defs/direct.py`` reports them as the assets' materializations and check evaluations. Losing
 such a record (a crash right after the commit) loses history shown in Dagster, never the index.
@@ -11,38 +11,22 @@ such a record (a crash right after the commit) loses history shown in Dagster, n
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rag_pipeline.config import Settings
 from rag_pipeline.files import write_atomically
-from rag_pipeline.indexing.checks import CheckOutcome, run_checks
-from rag_pipeline.indexing.commit import write_points
+from rag_pipeline.indexing.checks import CheckOutcome
 from rag_pipeline.indexing.run import Indexer, Metadata
+from rag_pipeline.indexing.stage_table import PLAN_STAGE, STAGES, run_stage
 
 logger = logging.getLogger(__name__)
-
-Stage = Callable[[list[str]], dict[str, Metadata]]
-PLAN_STAGE = "file_manifest"
-
-
-def stages(indexer: Indexer) -> tuple[tuple[str, Stage], ...]:
-    """Each asset of ``defs/assets.py`` after the plan and the call it wraps, in an order its
-    dependencies allow (a test compares the names with the asset graph)."""
-    return (
-        ("parsed_pages", indexer.parse),
-        ("chunks", indexer.chunk),
-        ("dense_embeddings", indexer.embed_dense),
-        ("sparse_embeddings", indexer.embed_sparse),
-        ("image_embeddings", indexer.embed_pictures),
-        ("qdrant_points", functools.partial(write_points, indexer)),
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +74,20 @@ def unreported_runs(settings: Settings) -> Iterator[tuple[Path, DirectRun]]:
         yield path, run
 
 
+@dataclass(slots=True)
+class _Recorded:
+    """The journal of a run without Dagster: what it reports, kept for its record."""
+
+    stages: dict[str, dict[str, Metadata]] = field(default_factory=dict)
+    checks: dict[str, CheckOutcome] = field(default_factory=dict)
+
+    def stage_done(self, stage: str, report: Mapping[str, Mapping[str, Any]]) -> None:
+        self.stages[stage] = {doc_id: dict(metadata) for doc_id, metadata in report.items()}
+
+    def checks_done(self, outcomes: Mapping[str, CheckOutcome]) -> None:
+        self.checks.update(outcomes)
+
+
 def indexes_directly(settings: Settings, documents: int) -> bool:
     """Whether ``index`` handles a change of ``documents`` documents without a Dagster run."""
     return settings.dagster.postgres_url is None and documents <= settings.indexing.direct_documents
@@ -107,12 +105,11 @@ def index_directly(
 
     Call it holding the workspace's indexing lock, as a run's planner does.
     """
-    indexer = Indexer(settings)
+    indexer, journal = Indexer(settings), _Recorded()
     try:
-        reports = {PLAN_STAGE: indexer.plan(doc_ids, retry_failed=retry_failed)}
-        for name, stage in stages(indexer):
-            reports[name] = stage(doc_ids)
-        checks = run_checks(indexer, doc_ids)
+        run_stage(PLAN_STAGE, indexer, doc_ids, journal, retry_failed=retry_failed)
+        for stage in STAGES[1:]:
+            run_stage(stage, indexer, doc_ids, journal)
     finally:
         indexer.close()
     run = DirectRun(
@@ -122,8 +119,8 @@ def index_directly(
         finished_at=time.time(),
         documents=doc_ids,
         deleted=deleted,
-        stages=reports,
-        checks=checks,
+        stages=journal.stages,
+        checks=journal.checks,
     )
     run.write(unreported_runs_folder(settings))
     return run

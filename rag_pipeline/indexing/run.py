@@ -2,9 +2,10 @@
 
 Each method is one asset of the Dagster graph (``defs/assets.py`` only wires them): it takes the
 batch's document ids, reads the previous stage's files, writes its own, and returns per-document
-metadata for the UI. A document that fails is marked failed with its reason and the rest of the
-batch goes on; whatever was indexed for it before stays searchable. The last stage, writing
-points and committing them, is ``commit.py``; the checks after it, ``checks.py``.
+metadata for the UI (gathered by ``reports.py``). A document that fails is marked failed with its
+reason and the rest of the batch goes on; whatever was indexed for it before stays searchable.
+A document's pictures are made chunks by ``pictures.py``. The last stage, writing points and
+committing them, is ``commit.py``; the checks after it, ``checks.py``.
 """
 
 from __future__ import annotations
@@ -15,20 +16,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 from upath import UPath
 
 from rag_pipeline.catalog import Catalog, CollectionRecord
-from rag_pipeline.chunking import (
-    Chunk,
-    chunk_as_record,
-    chunk_document,
-    document_name,
-    picture_chunks,
-)
+from rag_pipeline.chunking import chunk_as_record, chunk_document, document_name
 from rag_pipeline.config import Settings
 from rag_pipeline.embedding import (
     DenseEncoder,
@@ -38,27 +32,20 @@ from rag_pipeline.embedding import (
     ensure_sparse,
     open_embedding_cache,
 )
-from rag_pipeline.embedding.image import (
-    Captioner,
-    ClipEncoder,
-    ensure_captions,
-    ensure_picture_vectors,
-)
+from rag_pipeline.embedding.image import Captioner, ClipEncoder, ensure_picture_vectors
 from rag_pipeline.faults import fault_point
-from rag_pipeline.indexing.points import VectorModels
+from rag_pipeline.indexing.pictures import CaptionError, captioned_picture_chunks
+from rag_pipeline.indexing.reports import Metadata, _ChunkSummary, _EmbeddingTally, _progress
 from rag_pipeline.manifest import SourceFile, describe_file, needs_indexing
 from rag_pipeline.parsing import ParseOptions
 from rag_pipeline.parsing.pool import parse_in_workers, start_parser_server
 from rag_pipeline.redaction import Redactor
 from rag_pipeline.stages import DocumentTask, StageFiles, StageMeta, write_parsed_stage
-from rag_pipeline.store import VectorStore, open_vector_store
+from rag_pipeline.store import VectorModels, VectorStore, open_vector_store
 from rag_pipeline.store.schema import is_picture
-
-Metadata = dict[str, Any]
 
 logger = logging.getLogger(__name__)
 
-_PREVIEW_CHARS = 300
 _EMBED_SLICE = 2048  # texts looked up and embedded at a time, and written to the cache
 
 
@@ -72,20 +59,6 @@ def parse_options(settings: Settings) -> ParseOptions:
         images=bool(images.clip_model or images.caption_model),
         min_image_side=images.min_side,
     )
-
-
-def _progress(what: str, unit: str, every_seconds: float = 5.0) -> Callable[[int, int], None]:
-    """A progress callback for long stages: logs every few seconds, and at the end if it did."""
-    last = time.monotonic()
-    logged = False
-
-    def report(done: int, total: int) -> None:
-        nonlocal last, logged
-        if time.monotonic() - last >= every_seconds or (logged and done == total):
-            last, logged = time.monotonic(), True
-            logger.info("%s: %d/%d %s", what, done, total, unit)
-
-    return report
 
 
 class Indexer:
@@ -294,33 +267,10 @@ class Indexer:
         ):
             count += 1
             yield chunk_as_record(chunk)
-        pictures = self._picture_chunks(parsed.meta.get("images") or [], doc_id, version, count)
-        yield from (chunk_as_record(chunk) for chunk in pictures)
-
-    def _picture_chunks(
-        self, pictures: list[dict[str, Any]], doc_id: str, version: str, first_index: int
-    ) -> list[Chunk]:
-        """A chunk per picture, captioned when a captioner is configured."""
-        images = self.settings.images
-        if not pictures:
-            return []
-        captions: dict[str, str] = {}
-        if images.caption_model:
-            files = {p["sha256"]: self.stages.root / p["file"] for p in pictures}
-            try:
-                captions = ensure_captions(self.captioner, files, self.cache)
-            except Exception as error:
-                raise CaptionError(str(error)) from error
-        if not images.clip_model:  # without image vectors, only captioned pictures are found
-            pictures = [p for p in pictures if captions.get(p["sha256"])]
-        return picture_chunks(
-            pictures,
-            captions,
-            doc_id=doc_id,
-            version=version,
-            first_index=first_index,
-            counter=self.dense.tokens,
+        pictures = captioned_picture_chunks(
+            self, parsed.meta.get("images") or [], doc_id, version, count
         )
+        yield from (chunk_as_record(chunk) for chunk in pictures)
 
     def _chunk_batches(self, doc_ids: Iterable[str]) -> Iterator[tuple[str, list[dict[str, Any]]]]:
         """(doc id, a batch of its chunk rows) for every document of the run whose chunks are
@@ -403,77 +353,6 @@ class Indexer:
         )
         tally.add(owners, embedded)
         return tally.report()
-
-
-class CaptionError(Exception):
-    """The captioning model failed (it fails the documents with pictures to caption)."""
-
-
-@dataclass(slots=True)
-class _ChunkSummary:
-    """What the chunks asset reports of a document, gathered while its rows stream by."""
-
-    chunks: int = 0
-    pictures: int = 0
-    tokens: int = 0
-    preview: str = ""
-
-    def counted(self, rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-        for row in rows:
-            if not self.chunks:
-                self.preview = row["text"][:_PREVIEW_CHARS]
-            self.chunks += 1
-            self.pictures += is_picture(row)
-            self.tokens += row["token_count"]
-            yield row
-
-    def report(self, seconds: float) -> Metadata:
-        return {
-            "chunks": self.chunks,
-            "pictures": self.pictures,
-            "tokens": self.tokens,
-            "seconds": round(seconds, 3),
-            "preview": self.preview,
-        }
-
-
-@dataclass(slots=True)
-class _EmbeddingTally:
-    """An embedding asset's metadata, counted a slice of inputs at a time (so that it stays
-    small however many chunks a document has): per document its inputs, how many of them this
-    run embedded and how many it found in the cache; for the batch ("*") the texts or pictures
-    embedded, the inputs found in the cache, and the seconds."""
-
-    model_id: str
-    unit: str
-    started: float = field(default_factory=time.perf_counter)
-    counts: dict[str, list[int]] = field(default_factory=dict)  # doc id → [embedded, cached]
-    embedded: int = 0
-
-    def add(self, owners: Iterable[tuple[str, str]], embedded: set[str]) -> None:
-        """``owners``: (doc id, cache key) of each input of a slice; ``embedded``: the keys of
-        the slice the model computed now (the others came from the cache)."""
-        self.embedded += len(embedded)
-        for doc_id, key in owners:
-            self.counts.setdefault(doc_id, [0, 0])[key not in embedded] += 1
-
-    def report(self) -> dict[str, Metadata]:
-        report: dict[str, Metadata] = {
-            doc_id: {
-                "model": self.model_id,
-                self.unit: embedded + cached,
-                "embedded": embedded,
-                "cached": cached,
-            }
-            for doc_id, (embedded, cached) in self.counts.items()
-        }
-        if self.counts:
-            report["*"] = {
-                "embedded": self.embedded,
-                "cached": sum(cached for _, cached in self.counts.values()),
-                "seconds": round(time.perf_counter() - self.started, 3),
-            }
-        return report
 
 
 def target_collection(settings: Settings, catalog: Catalog) -> CollectionRecord:

@@ -1,4 +1,9 @@
-"""The vector store: one small interface; an embedded engine by default, a Qdrant server by URL."""
+"""The vector store: one small interface; an embedded engine by default, a Qdrant server by URL.
+
+Built on it: chunks as points from the embedding cache (``points.py``), stores searched through
+the catalog (``catalog_views.py``), and what the chat page searches, the store itself or a
+replica of it (``replica.py``).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,43 @@ from typing import Protocol
 import numpy as np
 
 from rag_pipeline.config import Settings
-from rag_pipeline.store.schema import Hit, IndexPoint, NearestHits, QueryFilter
+from rag_pipeline.store.schema import (
+    DocumentFacts,
+    Hit,
+    IndexPoint,
+    NearestHits,
+    QueryFilter,
+    is_picture,
+)
+
+__all__ = [
+    "CommittedOnly",
+    "DocumentFacts",
+    "EmbeddedReplica",
+    "Hit",
+    "IndexPoint",
+    "NearestHits",
+    "OnlineOnly",
+    "QueryFilter",
+    "RefreshLoop",
+    "RefreshReport",
+    "SearchableStore",
+    "ServingStore",
+    "StoreBusyError",
+    "StoreError",
+    "VectorModels",
+    "VectorStore",
+    "drop_collection",
+    "embedded_files_state",
+    "embedded_path",
+    "is_picture",
+    "open_serving_store",
+    "open_vector_store",
+    "passed_verification_record",
+    "points_from_cache",
+    "uses_server",
+    "vector_sizes",
+]
 
 
 class StoreError(Exception):
@@ -133,3 +174,15 @@ def drop_collection(settings: Settings, collection: str) -> None:
     finally:
         store.close()
     passed_verification_record(settings, collection).unlink(missing_ok=True)
+
+
+# Last: these modules build on the definitions above and import them from this package.
+from rag_pipeline.store.catalog_views import CommittedOnly, OnlineOnly  # noqa: E402
+from rag_pipeline.store.points import VectorModels, points_from_cache, vector_sizes  # noqa: E402
+from rag_pipeline.store.replica import (  # noqa: E402
+    EmbeddedReplica,
+    RefreshLoop,
+    RefreshReport,
+    ServingStore,
+    open_serving_store,
+)

@@ -26,8 +26,9 @@ from dagster import AssetKey, AssetRecordsFilter, DagsterRunStatus, RunRecord, R
 
 from rag_pipeline.config import load_settings
 from rag_pipeline.defs.instance import get_instance, write_instance_config
-from rag_pipeline.defs.queue import start_daemon, stop_process_group
+from rag_pipeline.defs.queue import start_daemon
 from rag_pipeline.defs.runs import index_documents_job
+from rag_pipeline.processes import stop_process_group
 from rag_pipeline_tests.conftest import POSTGRES_URL, Cli
 from rag_pipeline_tests.index_state import inconsistencies, live_records
 

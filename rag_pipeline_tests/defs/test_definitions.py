@@ -1,5 +1,4 @@
 import time
-from contextlib import closing
 from pathlib import Path
 
 import yaml
@@ -7,6 +6,7 @@ from dagster import AssetKey, DagsterInstance
 
 from rag_pipeline.config import load_settings
 from rag_pipeline.definitions import defs
+from rag_pipeline.defs.assets import document_assets
 from rag_pipeline.defs.instance import instance_config, write_instance_config
 from rag_pipeline.defs.partitions import (
     DOCUMENTS,
@@ -17,8 +17,7 @@ from rag_pipeline.defs.partitions import (
     remove_other_workspaces_partitions,
 )
 from rag_pipeline.ids import DEFAULT_WORKSPACE, is_bucket, partition_key
-from rag_pipeline.indexing.direct import PLAN_STAGE, stages
-from rag_pipeline.indexing.run import Indexer
+from rag_pipeline.indexing.stage_table import STAGES
 
 PIPELINE = [
     "file_manifest",
@@ -57,14 +56,20 @@ def test_the_asset_graph_follows_the_data() -> None:
     }
 
 
-def test_a_run_without_dagster_runs_every_asset_after_its_parents(home: Path) -> None:
+def test_a_run_without_dagster_runs_the_stages_in_an_order_their_parents_allow() -> None:
+    done: set[str] = set()
+    for stage in STAGES:  # indexing/direct.py runs them in the table's order
+        assert set(stage.parents) <= done, stage.name
+        done.add(stage.name)
+    assert done == set(PIPELINE)
+
+
+def test_each_asset_is_its_stage_in_the_table() -> None:
     graph = defs.get_repository_def().asset_graph
-    with closing(Indexer(load_settings(home))) as indexer:
-        order = [PLAN_STAGE, *(name for name, _ in stages(indexer))]
-    assert sorted(order) == sorted(PIPELINE)
-    for position, name in enumerate(order):
-        parents = {p.to_user_string() for p in graph.get(AssetKey(name)).parent_keys}
-        assert parents <= set(order[:position]), name
+    for stage in STAGES:
+        node = graph.get(AssetKey(stage.name))
+        assert {p.to_user_string() for p in node.parent_keys} == set(stage.parents)
+        assert node.description == stage.description
 
 
 def test_the_checked_in_dagster_yaml_is_the_default_home_configuration() -> None:
@@ -163,9 +168,12 @@ def test_with_buckets_a_batch_is_ranged_by_bucket_and_runs_are_cut_by_documents(
 def test_the_embedded_store_is_written_by_one_run_at_a_time_and_a_qdrant_server_by_all(
     home: Path,
 ) -> None:
-    from rag_pipeline.defs.assets import VECTOR_STORE_POOL, qdrant_points
+    from rag_pipeline.defs.assets import VECTOR_STORE_POOL
 
-    assert qdrant_points.op.pool == VECTOR_STORE_POOL
+    pools = {assets.key.to_user_string(): assets.op.pool for assets in document_assets}
+    assert pools == {
+        name: VECTOR_STORE_POOL if name == "qdrant_points" else None for name in PIPELINE
+    }
     embedded = load_settings(home, dagster={"max_concurrent_runs": 3})
     assert instance_config(embedded)["concurrency"] == {
         "runs": {"max_concurrent_runs": 3},
@@ -190,30 +198,3 @@ def test_a_daemon_counts_as_running_only_while_it_beats(home: Path) -> None:
             assert daemon_running(instance) is running
         instance.wipe_daemon_heartbeats()
         assert not daemon_running(instance)
-
-
-def test_the_dagster_internals_that_queueing_runs_uses_are_as_written() -> None:
-    """defs/queue.py creates runs as `dagster job launch` does and reads the queue daemon's
-    heartbeat; defs/runs.py frees a dead run's concurrency slots: pinned here."""
-    import inspect
-
-    from dagster._cli.job import _create_run
-    from dagster._core.storage.event_log.base import EventLogStorage
-    from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import (
-        QueuedRunCoordinatorDaemon,
-    )
-
-    from rag_pipeline.defs.queue import QUEUE_DAEMON
-
-    assert list(inspect.signature(_create_run).parameters) == [
-        "instance",
-        "code_location",
-        "remote_repo",
-        "remote_job",
-        "run_config",
-        "tags",
-        "op_selection",
-        "run_id",
-    ]
-    assert QueuedRunCoordinatorDaemon.daemon_type() == QUEUE_DAEMON
-    assert callable(EventLogStorage.free_concurrency_slots_for_run)

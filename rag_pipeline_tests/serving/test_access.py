@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -11,25 +10,21 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
-from rag_pipeline.catalog import Catalog
 from rag_pipeline.cli import main
 from rag_pipeline.config import (
     AccessSettings,
-    UserSettings,
     load_settings,
     stored_settings,
     write_stored_settings,
 )
-from rag_pipeline.ids import DEFAULT_WORKSPACE
-from rag_pipeline.workspaces import create_workspace, find_workspace
-from rag_pipeline_tests.conftest import ask_on_the_page
-from serving.access import AccessError, User, add_user, check_binding
+from rag_pipeline.workspaces import find_workspace
+from rag_pipeline_tests.conftest import open_workspace, signed_in, workspace_card
+from serving.access import AccessError, add_user, check_binding
 from serving.server import BackgroundServer
-from serving.workspaces import NotAllowed, ServedWorkspaces
 
 if TYPE_CHECKING:
     from gradio_client import Client
-    from playwright.sync_api import Browser, Locator, Page
+    from playwright.sync_api import Browser
 
 PROXY_HEADER = "X-Forwarded-User"
 NO_FILTERS = ([], [], [], "", "")  # documents, file types, languages, after, before
@@ -157,39 +152,6 @@ def test_serving_beyond_loopback_needs_someone_to_sign_in(tmp_path: Path) -> Non
     assert main(["serve", "--home", str(tmp_path / "home"), "--host", "0.0.0.0"]) == 2
 
 
-def test_an_upload_is_checked_written_whole_and_indexed_in_its_workspace(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    settings = load_settings(home, serving={"max_upload_mb": 0.001, "max_upload_files": 2})
-    created = create_workspace(settings, "Uploads")
-    alice = User("alice", UserSettings(workspaces=[created.id]))
-    note, big, program = tmp_path / "note.md", tmp_path / "big.md", tmp_path / "run.exe"
-    note.write_text("# Pelicans\n\nPelicans scoop fish into their pouch.\n", encoding="utf-8")
-    big.write_text("x" * 2000, encoding="utf-8")
-    program.write_bytes(b"MZ")
-    workspaces = ServedWorkspaces(settings)
-    try:
-        with pytest.raises(ValueError, match="larger than"):
-            workspaces.upload(alice, created.id, [big])
-        with pytest.raises(ValueError, match="not a kind of document"):
-            workspaces.upload(alice, created.id, [program])
-        with pytest.raises(ValueError, match="at most 2 files"):
-            workspaces.upload(alice, created.id, [note, note, note])
-        with pytest.raises(NotAllowed):
-            workspaces.upload(alice, DEFAULT_WORKSPACE, [note])
-        [written] = workspaces.upload(alice, created.id, [note])
-        assert written.path == created.settings.upload_folder / "note.md"
-        assert sorted(p.name for p in created.settings.upload_folder.iterdir()) == ["note.md"]
-        deadline = time.monotonic() + 300
-        while workspaces.indexing(created.id) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        with Catalog(created.settings) as catalog:
-            live = catalog.live_collection()
-            assert live is not None
-            assert catalog.documents(live.name)["uploads/note.md"].state == "indexed"
-    finally:
-        workspaces.close()
-
-
 def _answer_text(chat: list[dict[str, object]]) -> str:
     content = chat[-1]["content"]
     if isinstance(content, str):
@@ -275,40 +237,34 @@ def test_a_user_can_neither_open_nor_delete_anothers_conversation_nor_see_their_
 def test_in_a_browser_each_user_sees_and_searches_only_their_workspaces(
     two_teams: tuple[str, dict[str, str]], browser: Browser
 ) -> None:
+    from playwright.sync_api import expect
+
     url, _ = two_teams
     for user, own, other in (("alice", "quokka", "zebrafish"), ("bob", "zebrafish", "quokka")):
-        session = browser.new_context(
-            http_credentials={"username": user, "password": f"{user}-password"}
-        )
-        page = session.new_page()
-        page.goto(url + "/")
+        page = signed_in(browser, url, user, f"{user}-password")
+        shown = {"alice": "Client B", "bob": "Default"}[user]
+        # The page opens on their cards: theirs alone, to open, neither new nor deleted.
+        expect(page.locator("#workspace-cards .card .name")).to_have_text([shown])
+        cards = page.locator("#workspace-cards .card")
+        assert cards.get_by_role("button", name="Open").count() == 1
+        assert cards.get_by_role("button", name="Delete").count() == 0  # not '*' users
+        expect(page.locator("#create-workspace")).to_be_hidden()
+        open_workspace(page, shown)
         page.locator("#workspace input").click()
         options = page.locator("ul[role='listbox'] li")
         options.first.wait_for(timeout=30_000)
-        shown = {"alice": ["Client B"], "bob": ["Default"]}[user]
-        assert [o.split("\n")[-1].strip() for o in options.all_inner_texts()] == shown
+        assert [o.split("\n")[-1].strip() for o in options.all_inner_texts()] == [shown]
         page.keyboard.press("Escape")
-        ask_on_the_page(page, f"Which {own}?")
+        question = page.locator("#question textarea")
+        question.fill(f"Which {own}?")
+        question.press("Enter")
         evidence = page.locator("#evidence a.citation").first
         evidence.wait_for(timeout=60_000)
         assert other not in page.locator("#evidence").inner_text()
-        page.get_by_role("tab", name="Workspaces").click()
-        cards = page.locator("#workspace-cards .card")
-        cards.first.wait_for(timeout=30_000)
-        assert cards.count() == 1 and cards.first.inner_text().startswith(shown[0])
-        assert cards.get_by_role("button", name="Open").count() == 1
-        assert cards.get_by_role("button", name="Delete").count() == 0  # not '*' users
-        session.close()
+        page.context.close()
 
 
-def _card(page: Page, name: str) -> Locator:
-    """The card of the workspace with this name, on the page's Workspaces tab."""
-    return page.locator("#workspace-cards .card").filter(
-        has=page.locator(f".name:text-is('{name}')")
-    )
-
-
-def test_in_a_browser_an_admin_creates_a_workspace_then_renames_sorts_and_deletes_it_by_its_card(
+def test_in_a_browser_an_admin_creates_renames_sorts_and_deletes_a_workspace_by_its_card(
     two_teams: tuple[str, dict[str, str]],
     teams_home: tuple[Path, dict[str, str]],
     browser: Browser,
@@ -317,66 +273,43 @@ def test_in_a_browser_an_admin_creates_a_workspace_then_renames_sorts_and_delete
 
     url, _ = two_teams
     home, _ = teams_home
-    page = browser.new_page(http_credentials={"username": "admin", "password": "admin-password"})
-    page.goto(url + "/")
-    opened = page.locator("#workspace input")
-    expect(opened).to_have_value("Default", timeout=30_000)
-    page.get_by_role("tab", name="Workspaces").click()
+    page = signed_in(browser, url, "admin", "admin-password")
     names = page.locator("#workspace-cards .card .name")
     expect(names).to_have_text(["Default", "Client B"], timeout=30_000)
+    default = workspace_card(page, "Default")
+    expect(default.get_by_role("button", name="Rename")).to_have_count(1)
+    expect(default.get_by_role("button", name="Delete")).to_have_count(0)  # never deleted
 
     page.locator("#workspace-name").get_by_role("textbox").fill("Client C")
     page.locator("#create-workspace").click()
-    expect(names).to_have_text(["Default", "Client B", "Client C"], timeout=30_000)
-    expect(opened).to_have_value("Client C")  # a new workspace opens
+    opened = page.locator("#workspace input")
+    expect(opened).to_have_value("Client C", timeout=30_000)  # a new workspace opens
     expect(page.locator("#workspace-status")).to_have_text("0 documents indexed")
-
-    _card(page, "Client C").get_by_role("textbox").fill("Acme")
-    _card(page, "Client C").get_by_role("button", name="Rename").click()
-    expect(names).to_have_text(["Default", "Acme", "Client B"], timeout=30_000)
-    assert find_workspace(load_settings(home), "client-c").name == "Acme"
+    page.locator("#to-workspaces").click()
     page.locator("#card-order").get_by_label("last opened").check()
+    expect(names).to_have_text(["Client C", "Default", "Client B"], timeout=30_000)
+    expect(workspace_card(page, "Client C")).to_contain_text("1 source · 0 documents")
+
+    workspace_card(page, "Client C").get_by_role("textbox").fill("Acme")
+    workspace_card(page, "Client C").get_by_role("button", name="Rename").click()
     expect(names).to_have_text(["Acme", "Default", "Client B"], timeout=30_000)
+    assert find_workspace(load_settings(home), "client-c").name == "Acme"
+    open_workspace(page, "Default")
+    page.locator("#to-workspaces").click()
+    expect(names).to_have_text(["Default", "Acme", "Client B"], timeout=30_000)
 
-    _card(page, "Default").get_by_role("button", name="Open").click()
-    expect(opened).to_have_value("Default", timeout=30_000)
-    _card(page, "Acme").get_by_role("button", name="Delete").click()
+    confirmation, for_good = page.locator("#doomed"), page.locator("#delete-for-good")
+    workspace_card(page, "Acme").get_by_role("button", name="Delete").click()
+    expect(confirmation).to_contain_text(
+        "Delete Acme for good? Going with it: 0 indexed documents, 0 uploaded files, "
+        "0 conversations.",
+        timeout=30_000,
+    )
+    page.locator("#keep-workspace").click()
+    expect(for_good).to_be_hidden(timeout=30_000)
+    assert (home / "workspaces" / "client-c").is_dir()
+    workspace_card(page, "Acme").get_by_role("button", name="Delete").click()
+    for_good.click()
     expect(names).to_have_text(["Default", "Client B"], timeout=30_000)
-    expect(opened).to_have_value("Default")  # the open one stays open
+    expect(for_good).to_be_hidden()
     assert not (home / "workspaces" / "client-c").exists()
-
-
-@pytest.fixture
-def uploading(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """A served home whose default workspace takes uploads of at most 20 KB: (url, home)."""
-    home = tmp_path / "home"
-    settings = load_settings(home, serving={"max_upload_mb": 0.02})
-    with BackgroundServer(settings) as server:
-        yield server.url, home
-
-
-def test_in_a_browser_an_upload_is_indexed_found_and_a_too_large_one_refused(
-    uploading: tuple[str, Path], tmp_path: Path, browser: Browser
-) -> None:
-    url, home = uploading
-    note, big = tmp_path / "pelicans.md", tmp_path / "huge.md"
-    note.write_text("# Pelicans\n\nPelicans scoop fish into their throat pouch.\n", "utf-8")
-    big.write_text("# Huge\n\n" + "word " * 10_000, "utf-8")
-    page = browser.new_page()
-    page.goto(url + "/")
-    page.get_by_text("Sources", exact=True).click()
-    page.locator("#upload input[type=file]").set_input_files(str(big))
-    error = page.locator(".toast-body").filter(has_text="huge.md")
-    error.wait_for(timeout=30_000)  # Gradio's own check, from serving.max_upload_mb
-    assert "exceed the maximum allowed size of 20.5 Kb" in error.inner_text()
-
-    page.locator("#upload input[type=file]").set_input_files(str(note))
-    state = page.locator("#sources [data-doc='uploads/pelicans.md']")
-    state.filter(has_text="indexed").wait_for(timeout=300_000)  # shown by the page itself
-    assert state.locator("a.download").get_attribute("href").startswith("/api/file?")
-    assert (home / "uploads" / "pelicans.md").read_text("utf-8") == note.read_text("utf-8")
-    assert not (home / "uploads" / "huge.md").exists()
-
-    ask_on_the_page(page, "What do pelicans scoop?")
-    page.locator("#evidence a.citation").first.wait_for(timeout=60_000)
-    assert "pelicans.md" in page.locator("#evidence").inner_text()

@@ -17,7 +17,7 @@ from PIL import Image
 
 from rag_pipeline.cli import main
 from rag_pipeline.config import Settings, load_settings
-from rag_pipeline_tests.conftest import ask_on_the_page
+from rag_pipeline_tests.conftest import ask_on_the_page, open_workspace
 from rag_pipeline_tests.index_state import live_chunks
 from rag_pipeline_tests.serving.conftest import write_corpus
 from serving.history import History
@@ -118,6 +118,7 @@ def test_in_a_browser_a_cited_answer_opens_its_highlighted_page(
 ) -> None:
     page = browser.new_page()
     page.goto(served + "/")
+    open_workspace(page)
     ask_on_the_page(page, "Which product codes does hybrid search still find?")
     citation = page.locator("#evidence a.citation").first
     citation.wait_for(timeout=60_000)

@@ -8,10 +8,9 @@ from pathlib import Path
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.cli import main
 from rag_pipeline.config import load_settings
-from rag_pipeline.store import open_vector_store
+from rag_pipeline.store import EmbeddedReplica, open_vector_store
 from rag_pipeline_tests.index_state import live_name
 from rag_pipeline_tests.serving.conftest import write_corpus
-from serving.replica import EmbeddedReplica
 from serving.retrieval import Retriever
 
 

@@ -10,7 +10,7 @@ import pytest
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import RerankSettings, Settings
 from rag_pipeline.embedding.models import OFFLINE_DENSE_MODELS
-from serving.replica import EmbeddedReplica
+from rag_pipeline.store import EmbeddedReplica
 from serving.rerank import FastembedReranker, RerankError, TransformersReranker, load_reranker
 from serving.retrieval import Retriever
 

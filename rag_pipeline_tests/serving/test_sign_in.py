@@ -1,5 +1,5 @@
-"""Sign-in that resists guessing, and the headers and origins every response and write obey,
-on the real server."""
+"""Sign-in that resists guessing, the sign-in form and its sessions, and the headers and origins
+every response and write obey, on the real server (and in Chromium)."""
 
 from __future__ import annotations
 
@@ -7,16 +7,20 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
 
 from rag_pipeline.cli import main
 from rag_pipeline.config import load_settings, stored_settings, write_stored_settings
-from serving.access import Throttle, add_user
+from serving.access import SESSION_COOKIE, Authenticator, Sessions, Throttle, add_user, remove_user
 from serving.server import BackgroundServer
 
 DELAY = 0.5  # the first wait after the free tries, short for the test
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 
 @pytest.fixture(scope="module")
@@ -42,11 +46,11 @@ def test_a_thousand_wrong_passwords_still_wait_the_cap() -> None:
     assert waits[-1] == 300.0 and throttle.wait(["user:dave"]) == 300.0
 
 
-def test_wrong_passwords_are_free_five_times_then_wait_a_doubling_delay() -> None:
+def test_after_five_wrong_passwords_each_try_waits_a_doubling_delay() -> None:
     now = [0.0]
     throttle = Throttle(free=5, delay=1.0, cap=4.0, clock=lambda: now[0])
     keys = ["user:dave", "client:10.0.0.1"]
-    assert [throttle.failed(keys) for _ in range(5)] == [0.0] * 5
+    assert [throttle.failed(keys) for _ in range(4)] == [0.0] * 4
     assert throttle.wait(keys) == 0.0
     assert [throttle.failed(keys) for _ in range(4)] == [1.0, 2.0, 4.0, 4.0]  # capped
     assert throttle.wait(["client:10.0.0.1"]) == 4.0
@@ -61,8 +65,8 @@ def test_a_wrong_password_is_delayed_after_five_and_the_right_one_waits_too(
     served: tuple[str, str],
 ) -> None:
     url, _ = served
-    wrong = [httpx.get(url + "/", auth=("dave", f"guess-{n}"), timeout=30) for n in range(6)]
-    assert [response.status_code for response in wrong] == [401] * 6
+    wrong = [httpx.get(url + "/", auth=("dave", f"guess-{n}"), timeout=30) for n in range(5)]
+    assert [response.status_code for response in wrong] == [401] * 5
     throttled = httpx.get(url + "/", auth=("dave", "dave-password"), timeout=30)
     assert throttled.status_code == 429 and "retry-after" in throttled.headers
     # Once the wait is over, the right password signs in.
@@ -143,3 +147,142 @@ def test_an_upload_from_another_sites_page_is_refused(served: tuple[str, str]) -
         timeout=30,
     )
     assert own.status_code == 200
+
+
+def _sign_in(
+    url: str, name: str, password: str, back: str = "", headers: dict[str, str] | None = None
+) -> httpx.Response:
+    """The sign-in form posted, as a page of this server posts it; ``back``: its ``next``."""
+    data = {"name": name, "password": password} | ({"next": back} if back else {})
+    return httpx.post(url + "/sign-in", data=data, headers=headers or {}, timeout=30)
+
+
+def _session_token(response: httpx.Response) -> str:
+    return response.headers["set-cookie"].split(";")[0].removeprefix(f"{SESSION_COOKIE}=")
+
+
+def test_a_browsers_visit_goes_to_the_form_and_an_api_request_gets_401(
+    served: tuple[str, str],
+) -> None:
+    url, _ = served
+    visit = httpx.get(url + "/?tab=1", headers={"Accept": "text/html"}, timeout=30)
+    assert visit.status_code == 303 and visit.headers["location"] == "/sign-in?next=%2F%3Ftab%3D1"
+    assert visit.headers["x-frame-options"] == "DENY"
+    api = httpx.get(url + "/api/search", params={"q": "kiwi"}, timeout=30)
+    assert api.status_code == 401 and api.headers["www-authenticate"].startswith("Basic")
+    form = httpx.get(url + "/sign-in", params={"next": "/?tab=1"}, timeout=30)
+    assert form.status_code == 200
+    assert '<form method="post" action="/sign-in">' in form.text
+    assert '<input type="hidden" name="next" value="/?tab=1">' in form.text
+    assert "form-action 'self'" in form.headers["content-security-policy"]
+    foreign = _sign_in(url, "erin", "erin-password", headers={"Origin": "http://attacker.example"})
+    assert foreign.status_code == 403 and "set-cookie" not in foreign.headers
+
+
+def test_the_session_cookie_is_http_only_strict_expiring_and_secure_behind_tls(
+    served: tuple[str, str],
+) -> None:
+    url, _ = served
+    for headers, secure in (({}, False), ({"X-Forwarded-Proto": "https"}, True)):
+        signed = _sign_in(url, "erin", "erin-password", "/?a=1", headers)
+        assert signed.status_code == 303 and signed.headers["location"] == "/?a=1"
+        attributes = {
+            part.strip().partition("=")[0].lower(): part.strip().partition("=")[2]
+            for part in signed.headers["set-cookie"].split(";")[1:]
+        }
+        assert attributes["max-age"] == str(12 * 3600) and attributes["path"] == "/"
+        assert attributes["samesite"].lower() == "strict" and "httponly" in attributes
+        assert ("secure" in attributes) is secure
+        cookies = {SESSION_COOKIE: _session_token(signed)}
+        search = httpx.get(url + "/api/search", params={"q": "kiwi"}, cookies=cookies, timeout=30)
+        assert search.status_code == 200
+    # The form sends a browser back to a page of this server only.
+    elsewhere = _sign_in(url, "erin", "erin-password", "//attacker.example/")
+    assert elsewhere.headers["location"] == "/"
+
+
+def test_the_form_refuses_five_wrong_passwords_then_answers_429(served: tuple[str, str]) -> None:
+    url, _ = served
+    wrong = [_sign_in(url, "dave", f"guess-{n}") for n in range(5)]
+    assert [response.status_code for response in wrong] == [401] * 5
+    assert all("Wrong user name or password." in response.text for response in wrong)
+    assert not any("set-cookie" in response.headers for response in wrong)
+    throttled = _sign_in(url, "dave", "dave-password")
+    assert throttled.status_code == 429 and "retry-after" in throttled.headers
+    assert "Too many wrong passwords: try again in" in throttled.text
+    assert "set-cookie" not in throttled.headers
+    deadline = time.monotonic() + 60
+    while (signed := _sign_in(url, "dave", "dave-password")).status_code == 429:
+        assert time.monotonic() < deadline
+        time.sleep(float(signed.headers["retry-after"]))
+    assert signed.status_code == 303 and signed.headers["set-cookie"].startswith(SESSION_COOKIE)
+
+
+def test_a_session_ends_at_its_expiry() -> None:
+    now = [0.0]
+    sessions = Sessions(clock=lambda: now[0])
+    token = sessions.start("erin", "scrypt$00$00", hours=12)
+    now[0] = 12 * 3600 - 1
+    found = sessions.find(token)
+    assert found is not None and found.name == "erin"
+    assert sessions.find(token + "x") is None
+    now[0] = 12 * 3600
+    assert sessions.find(token) is None
+
+
+def test_a_session_ends_when_its_users_password_changes_or_the_user_goes(tmp_path: Path) -> None:
+    add_user(tmp_path, "gus", "gus-password", ["*"])
+    add_user(tmp_path, "hal", None, ["*"])  # still someone to sign in once gus goes
+    authenticator = Authenticator(tmp_path)
+
+    def session() -> dict[str, str]:
+        user = authenticator.password_user("gus", "gus-password")
+        assert user is not None
+        return {"cookie": f"{SESSION_COOKIE}={authenticator.start_session(user)}"}
+
+    first, second = session(), session()
+    user = authenticator.user(first)
+    assert user is not None and user.name == "gus" and authenticator.user(second) == user
+    add_user(tmp_path, "gus", "a-new-password", ["*"])
+    assert authenticator.user(first) is None
+    add_user(tmp_path, "gus", "gus-password", ["*"])
+    third = session()
+    remove_user(tmp_path, "gus")
+    assert authenticator.user(third) is None and authenticator.user(second) is None
+
+
+def test_in_a_browser_the_form_signs_in_a_reload_stays_signed_in_and_sign_out_ends_it(
+    served: tuple[str, str], browser: Browser
+) -> None:
+    from playwright.sync_api import expect
+
+    url, _ = served
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(url + "/")
+    assert page.url == f"{url}/sign-in?next=%2F"
+    page.locator("#name").fill("erin")
+    page.locator("#password").fill("erin-password")
+    page.locator("#sign-in").click()
+    page.wait_for_url(url + "/")
+    who = page.locator("#signed-in")
+    expect(who).to_contain_text("Signed in as erin", timeout=30_000)
+    [cookie] = context.cookies()
+    assert cookie["name"] == SESSION_COOKIE and cookie["httpOnly"] is True
+    assert cookie["sameSite"] == "Strict" and cookie["secure"] is False
+    assert 11.9 * 3600 < cookie["expires"] - time.time() <= 12 * 3600
+
+    page.reload()
+    expect(who).to_contain_text("Signed in as erin", timeout=30_000)
+    assert page.url == url + "/"
+
+    page.locator("#sign-out").click()
+    page.wait_for_url(url + "/sign-in")
+    assert context.cookies() == []
+    page.goto(url + "/")
+    assert page.url == f"{url}/sign-in?next=%2F"
+    context.close()
+    ended = httpx.get(
+        url + "/api/search", params={"q": "kiwi"}, cookies={SESSION_COOKIE: cookie["value"]}
+    )
+    assert ended.status_code == 401

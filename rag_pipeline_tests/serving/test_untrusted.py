@@ -14,7 +14,7 @@ import pytest
 
 from rag_pipeline.cli import main
 from rag_pipeline.config import Settings, load_settings
-from rag_pipeline_tests.conftest import ask_on_the_page
+from rag_pipeline_tests.conftest import ask_on_the_page, open_workspace
 from rag_pipeline_tests.documents import text_picture, two_column_pdf
 from rag_pipeline_tests.index_state import live_chunks
 from serving.server import BackgroundServer
@@ -172,6 +172,7 @@ def test_in_a_browser_an_html_original_runs_nothing(
 
     # The original, opened from the link beside a cited passage (a new tab)…
     page.goto(served + "/")
+    open_workspace(page)
     ask_on_the_page(page, "Where do kingfishers dive for fish?")
     link = page.locator("#evidence a[href*='kingfishers.html']").first
     link.wait_for(timeout=60_000)

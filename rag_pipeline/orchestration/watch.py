@@ -1,0 +1,104 @@
+"""Live folders: a change is indexed as soon as it settles, not at the sensor's next tick.
+
+The watched folders of every workspace are watched for file-system events (``watchfiles``:
+inotify and its kin, or polling where events are not delivered). Once they have been quiet for
+``indexing.watch_settle_ms``, each workspace with a change gets one incremental pass
+(:func:`index_once`): a few documents through the direct path (recorded in Dagster afterwards),
+more as a run. Idle, it waits on the events and costs nothing; a full pass every
+``indexing.watch_rescan_seconds`` catches what no event told of. A folder that disappears keeps
+its documents, as in any pass; the list of folders and workspaces is read again after each
+pass, so a folder added or a workspace created is watched from then on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from rag_pipeline.config import Settings
+from rag_pipeline.orchestration.incremental import IndexOutcome, index_once
+from rag_pipeline.workspaces import Workspace, list_workspaces
+
+logger = logging.getLogger("rag_pipeline.watch")
+
+Passed = Callable[[Workspace, IndexOutcome], None]
+
+
+def watch(settings: Settings, stop: threading.Event, on_pass: Passed | None = None) -> None:
+    """Index every workspace's changes as they settle, until ``stop`` is set."""
+    from watchfiles import watch as file_events
+
+    indexing = settings.indexing
+    rescan_ms = int(indexing.watch_rescan_seconds * 1000)
+    while not stop.is_set():
+        workspaces = list_workspaces(settings)
+        _pass(workspaces, on_pass)  # what changed while nobody watched
+        folders = _folders(workspaces)
+        if not folders:
+            stop.wait(indexing.watch_settle_ms / 1000)
+            continue
+        for changes in file_events(
+            *folders,
+            step=indexing.watch_settle_ms,
+            debounce=max(indexing.watch_settle_ms * 10, 60_000),
+            stop_event=stop,
+            rust_timeout=rescan_ms,
+            yield_on_timeout=True,
+            force_polling=indexing.watch_polling,
+            ignore_permission_denied=True,
+        ):
+            if not changes:  # the rescan's time: a full pass, folders read again
+                break
+            changed = [Path(path) for _, path in changes]
+            touched = [
+                workspace
+                for workspace in workspaces
+                if any(_inside(path, workspace.settings.watched_folders) for path in changed)
+            ]
+            _pass(touched, on_pass)
+            if _folders(list_workspaces(settings)) != folders:
+                break  # a folder or workspace came or went: watch the new set
+
+
+def _pass(workspaces: list[Workspace], on_pass: Passed | None) -> None:
+    """A pass over ``workspaces``, in a thread of its own: a Dagster run in the main thread would
+    take over the process's signal handlers and swallow the SIGTERM meant to stop the watcher
+    (which then ends once the pass is over)."""
+    worker = threading.Thread(target=_index_each, args=(workspaces, on_pass), name="watch-pass")
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.5)
+
+
+def _index_each(workspaces: list[Workspace], on_pass: Passed | None) -> None:
+    for workspace in workspaces:
+        try:
+            outcome = index_once(workspace.settings, trigger="watch")
+        except Exception:  # a pass that fails is tried again at the next change or rescan
+            logger.exception("watch: indexing %s failed", workspace.name)
+            continue
+        diff = outcome.diff
+        if diff.to_process:
+            logger.info(
+                "watch: %s: added %d, changed %d, deleted %d, failed %d in %.1f s",
+                workspace.name,
+                len(diff.new),
+                len(diff.changed),
+                len(diff.deleted),
+                len(outcome.failed),
+                outcome.seconds,
+            )
+        if on_pass is not None:
+            on_pass(workspace, outcome)
+
+
+def _folders(workspaces: list[Workspace]) -> list[Path]:
+    """The watched folders that exist now (an unmounted one is watched again once back)."""
+    found = {folder for w in workspaces for folder in w.settings.watched_folders if folder.is_dir()}
+    return sorted(found)
+
+
+def _inside(path: Path, folders: list[Path]) -> bool:
+    return any(path.is_relative_to(folder) for folder in folders)

@@ -1,0 +1,202 @@
+"""The page's handlers called as Gradio calls them, without a browser or a server: a signed-in
+request in, the components' new values out, over a real index."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from rag_pipeline.cli import main
+from rag_pipeline.config import load_settings
+from rag_pipeline.workspaces import find_workspace
+from rag_pipeline_tests.index_state import live_chunks
+from rag_pipeline_tests.serving.conftest import write_corpus
+from serving.access import add_user
+from serving.history import History
+from serving.page import gr
+from serving.page.chat import Chat
+from serving.page.governance import Governance
+from serving.page.render import card_html
+from serving.page.uploads import Uploads
+from serving.page.workspaces import SEARCHED_FROM, HomeParts, WorkspaceCards
+from serving.workspaces import ServedWorkspaces
+
+NO_FILTERS = ([], [], [], "", "")  # documents, file types, languages, after, before
+
+
+@dataclass
+class Page:
+    """The page's handlers over one served home, and a request signed in by each of its users."""
+
+    workspaces: ServedWorkspaces
+    reader: gr.Request  # may use the default workspace, may not govern it
+    manager: gr.Request  # may use, govern and manage every workspace
+
+    def __post_init__(self) -> None:
+        self.chat = Chat(self.workspaces)
+        self.governance = Governance(self.workspaces)
+        self.cards = WorkspaceCards(self.workspaces, Uploads(self.workspaces))
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Page]:
+    """The shared corpus indexed in a home of its own (adding users changes its settings),
+    with a reader and a manager who sign in by token."""
+    root = tmp_path_factory.mktemp("handlers")
+    home = root / "home"
+    assert main(["index", "--home", str(home), "--source", str(write_corpus(root / "docs"))]) == 0
+    reader = add_user(home, "reader", None, ["default"])
+    manager = add_user(home, "manager", None, ["*"], govern=["*"])
+    workspaces = ServedWorkspaces(load_settings(home))
+    try:
+        yield Page(workspaces, _signed_in(reader), _signed_in(manager))
+    finally:
+        workspaces.close()
+
+
+def _signed_in(token: str) -> gr.Request:
+    return gr.Request(headers={"Authorization": f"Bearer {token}"})
+
+
+def _refusal(error: pytest.ExceptionInfo[gr.Error]) -> str:
+    return str(error.value.message)
+
+
+def test_an_answer_links_its_markers_to_the_evidence_listed_by_file(page: Page) -> None:
+    *streamed, last = page.chat.ask(
+        "When do owls hunt?", "default", None, [], *NO_FILTERS, page.reader
+    )
+    history, question, conversation, conversations, evidence, gallery, pictures = last
+    assert [message["role"] for message in history] == ["user", "assistant"]
+    assert history[0]["content"] == "When do owls hunt?" and question == ""
+    answer = history[1]["content"]
+    assert "Owls hunt at night" in answer
+    cited = re.findall(r"\[\[1\]\]\((#cite:[^)]+)\)", answer)
+    assert cited and f"<a href='{cited[0]}' class='citation'>[1]</a>" in evidence
+    assert evidence.startswith("<div class='evidence'><p><b>Evidence</b></p>")
+    assert (
+        "<div class='file'>guide.md "
+        "<a href='/api/file?doc_id=docs/guide.md&workspace=default' target='_blank'>↗</a></div>"
+    ) in evidence
+    assert (conversations.value, conversations.choices) == (
+        conversation,
+        [("When do owls hunt?", conversation)],
+    )
+    assert gallery.visible is False and pictures == []
+    assert streamed and all(state[2] == conversation for state in streamed)
+
+
+def test_a_date_filter_not_written_as_a_date_is_refused_with_the_format(page: Page) -> None:
+    with pytest.raises(gr.Error) as refused:
+        list(page.chat.ask("owls", "default", None, [], [], [], [], "31/03/2025", "", page.reader))
+    assert _refusal(refused) == "Modified after: write the date as YYYY-MM-DD, e.g. 2025-03-31"
+
+
+def test_a_cited_passage_offers_the_governing_buttons_to_a_governor_only(page: Page) -> None:
+    chunk = live_chunks(page.workspaces.settings.home, "docs/guide.md")[0]["chunk_id"]
+    for request, governs in ((page.reader, False), (page.manager, True)):
+        image, caption, shown, governing = page.chat.show_chunk(request, "default", chunk)
+        assert image.visible is False  # a text file: its passage, no page picture
+        assert caption.startswith("<p><b>docs/guide.md</b> · <a href='/api/file?doc_id=")
+        assert "id='original-file'>open the original</a>" in caption
+        assert shown == chunk and governing.visible is governs
+
+
+def test_a_refused_governing_action_says_why(page: Page) -> None:
+    chunk = live_chunks(page.workspaces.settings.home, "docs/guide.md")[0]["chunk_id"]
+    refusals = {
+        "Open a cited passage first.": (None, page.manager),
+        "reader may not take documents out of search here": (chunk, page.reader),
+        "docs/guide.md changed since this answer: search again": (
+            "docs/guide.md@0000#0",
+            page.manager,
+        ),
+    }
+    for message, (chunk_id, request) in refusals.items():
+        with pytest.raises(gr.Error) as refused:
+            page.governance.button("archived", True)(chunk_id, "default", request)
+        assert _refusal(refused) == message
+
+
+def _drawn(page: Page, request: gr.Request, wanted: str = "") -> list[str]:
+    """The labels of the buttons on the cards the request's user sees (those ``wanted``
+    names), in order."""
+    with gr.Blocks() as blocks:
+        parts = HomeParts(
+            gr.Dropdown(), gr.Column(), gr.Column(), gr.State(0), gr.State(), gr.Column(), gr.HTML()
+        )
+        page.cards.draw("name", wanted, request, parts)
+    return [block.value for block in blocks.blocks.values() if isinstance(block, gr.Button)]
+
+
+def test_a_reader_gets_open_on_each_card_and_a_manager_new_rename_and_delete_too(
+    page: Page,
+) -> None:
+    *_, reader_creates = page.cards.on_load(page.reader)
+    *_, manager_creates = page.cards.on_load(page.manager)
+    assert (reader_creates.visible, manager_creates.visible) == (False, True)
+    with pytest.raises(gr.Error) as refused:
+        page.cards.create("Client B", 0, page.reader)
+    assert _refusal(refused) == "reader may not create, rename or delete workspaces"
+    chosen, search, changes, name, home, opened = page.cards.create("Client B", 0, page.manager)
+    assert (chosen.value, chosen.choices) == (
+        "client-b",
+        [("Default", "default"), ("Client B", "client-b")],
+    )
+    assert (search.visible, changes, name, home.visible, opened.visible) == (
+        False,
+        1,
+        "",
+        False,
+        True,
+    )
+    assert _drawn(page, page.reader) == ["Open"]  # granted the default workspace only
+    # The default workspace is renamed, never deleted.
+    assert _drawn(page, page.manager) == ["Open", "Rename", "Open", "Rename", "Delete"]
+
+
+def test_deleting_a_workspace_first_names_what_goes_with_it(page: Page) -> None:
+    page.cards.create("Doomed", 0, page.manager)
+    doomed = find_workspace(page.workspaces.settings, "doomed")
+    for name in ("a.md", "b.md"):
+        (doomed.settings.upload_folder / name).write_text("# A note\n", encoding="utf-8")
+    history = History(doomed.home)
+    history.new_conversation("What is doomed?", "someone")
+    history.close()
+    assert card_html(doomed).endswith(
+        "<div class='facts'>1 source · 0 documents · last opened never</div>"
+    )
+
+    ask = page.cards.deleting("doomed")
+    target, confirming, facts = ask(page.manager)
+    assert (target, confirming.visible) == ("doomed", True)
+    assert facts == (
+        "<p>Delete <b>Doomed</b> for good? Going with it: 0 indexed documents, 2 uploaded "
+        "files, 1 conversation. Folders it watches elsewhere stay as they are.</p>"
+    )
+    for target, request, refusal in (
+        ("doomed", page.reader, "reader may not create, rename or delete workspaces"),
+        ("default", page.manager, "the default workspace cannot be deleted"),
+    ):
+        with pytest.raises(gr.Error) as refused:
+            page.cards.deleting(target)(request)
+        assert _refusal(refused) == refusal
+    manager = page.cards.signed_in(page.manager)
+    assert page.workspaces.contents(manager, "default").documents == 3
+
+    deleted = page.cards.delete("doomed", "doomed", 4, page.manager)
+    chosen, _, changes, awaiting, confirming = deleted
+    assert (chosen.value, changes, awaiting, confirming.visible) == (None, 5, None, False)
+    assert not doomed.home.exists()
+
+
+def test_many_workspaces_bring_a_search_box_that_finds_their_cards_by_name(page: Page) -> None:
+    for number in range(SEARCHED_FROM):
+        page.cards.create(f"Team {number}", 0, page.manager)
+    assert page.cards.on_load(page.manager)[1].visible is True
+    assert page.cards.on_load(page.reader)[1].visible is False  # one card
+    assert _drawn(page, page.manager, " team 3") == ["Open", "Rename", "Delete"]
+    assert _drawn(page, page.manager, "TEAM") == ["Open", "Rename", "Delete"] * SEARCHED_FROM

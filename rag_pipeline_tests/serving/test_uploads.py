@@ -1,0 +1,139 @@
+"""Uploads into a workspace: each file taken or refused on its own, the good ones of a mixed batch
+indexed, and no copy left behind, in Gradio's shared upload folder or the workspace's temporary
+one; through the served workspaces, the page's API and in Chromium."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import httpx
+import pytest
+from gradio.utils import get_upload_folder
+
+from rag_pipeline.catalog import Catalog
+from rag_pipeline.config import UserSettings, load_settings
+from rag_pipeline.ids import DEFAULT_WORKSPACE
+from rag_pipeline.workspaces import create_workspace
+from rag_pipeline_tests.conftest import open_workspace
+from serving.access import User
+from serving.server import BackgroundServer
+from serving.workspaces import NotAllowed, ServedWorkspaces
+
+PELICANS = "# Pelicans\n\nPelicans scoop fish into their throat pouch.\n"
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
+
+
+def test_a_mixed_upload_takes_its_good_files_and_says_why_it_refuses_each_other(
+    tmp_path: Path,
+) -> None:
+    home, sent = tmp_path / "home", tmp_path / "sent"
+    settings = load_settings(home, serving={"max_upload_mb": 0.001, "max_upload_files": 3})
+    created = create_workspace(settings, "Uploads")
+    alice = User("alice", UserSettings(workspaces=[created.id]))
+    contents = {"note.md": PELICANS, "big.md": "x" * 2000, "run.exe": "MZ", "late.md": "# Late"}
+
+    def sending() -> list[tuple[str, Path]]:
+        sent.mkdir(exist_ok=True)
+        for name, text in contents.items():
+            (sent / name).write_text(text, encoding="utf-8")
+        return [(name, sent / name) for name in contents]
+
+    workspaces = ServedWorkspaces(settings)
+    try:
+        with pytest.raises(NotAllowed):
+            workspaces.upload(alice, DEFAULT_WORKSPACE, sending())
+        assert list(sent.iterdir()) == []  # refused whole, and gone all the same
+        uploads = workspaces.upload(alice, created.id, sending())
+        assert [(upload.name, upload.path, upload.refused) for upload in uploads] == [
+            ("note.md", created.settings.upload_folder / "note.md", None),
+            ("big.md", None, "larger than 0.001 MB"),
+            ("run.exe", None, "not a kind of document this index reads"),
+            ("late.md", None, "more than 3 files in one upload"),
+        ]
+        assert list(sent.iterdir()) == []
+        assert [path.name for path in created.settings.upload_folder.iterdir()] == ["note.md"]
+        assert list((created.home / "serving" / "incoming").iterdir()) == []
+        deadline = time.monotonic() + 300
+        while workspaces.indexing(created.id) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        with Catalog(created.settings) as catalog:
+            live = catalog.live_collection()
+            assert live is not None
+            assert catalog.documents(live.name)["uploads/note.md"].state == "indexed"
+    finally:
+        workspaces.close()
+
+
+@pytest.fixture
+def uploading(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A served home whose default workspace takes uploads of at most 20 KB: (url, home)."""
+    home = tmp_path / "home"
+    settings = load_settings(home, serving={"max_upload_mb": 0.02})
+    with BackgroundServer(settings) as server:
+        yield server.url, home
+
+
+def test_the_upload_endpoint_takes_no_file_but_gradios_own_uploads(
+    uploading: tuple[str, Path], tmp_path: Path
+) -> None:
+    url, home = uploading
+    victim = tmp_path / "victim.md"
+    victim.write_text("# Mine\n", encoding="utf-8")
+    sent = {"path": str(victim), "orig_name": "victim.md", "meta": {"_type": "gradio.FileData"}}
+    with httpx.Client(base_url=url, timeout=60) as http:
+        event = http.post("/gradio_api/call/upload", json={"data": [[sent], "default"]}).json()
+        answer = http.get(f"/gradio_api/call/upload/{event['event_id']}").text
+    assert "event: error" in answer
+    assert victim.read_text(encoding="utf-8") == "# Mine\n"
+    assert not (home / "uploads" / "victim.md").exists()
+
+
+def test_in_a_browser_a_mixed_upload_indexes_its_good_file_and_leaves_no_copy_behind(
+    uploading: tuple[str, Path], tmp_path: Path, browser: Browser
+) -> None:
+    from playwright.sync_api import expect
+
+    url, home = uploading
+    tag = uuid.uuid4().hex[:8]  # names no other upload shares: Gradio's folder is everyone's
+    note, program = tmp_path / f"pelicans-{tag}.md", tmp_path / f"run-{tag}.exe"
+    note.write_text(PELICANS, "utf-8")
+    program.write_bytes(b"MZ")
+    big = tmp_path / "huge.md"
+    big.write_text("# Huge\n\n" + "word " * 10_000, "utf-8")
+    page = browser.new_page()
+    page.goto(url + "/")
+    open_workspace(page)
+    page.get_by_text("Sources", exact=True).click()
+    page.locator("#upload input[type=file]").set_input_files(str(big))
+    error = page.locator(".toast-body").filter(has_text="huge.md")
+    error.wait_for(timeout=30_000)  # Gradio's own check, from serving.max_upload_mb
+    assert "exceed the maximum allowed size of 20.5 Kb" in error.inner_text()
+
+    page.locator("#upload input[type=file]").set_input_files([str(note), str(program)])
+    outcomes = page.locator("#upload-outcomes")
+    expect(outcomes.locator(f"[data-upload='run-{tag}.exe']")).to_have_text(
+        f"run-{tag}.exe refused: not a kind of document this index reads", timeout=30_000
+    )
+    received = outcomes.locator(f"[data-upload='{note.name}']")
+    expect(received).to_have_text(f"{note.name} received, indexing…")
+    expect(received).to_have_text(f"{note.name} searchable", timeout=300_000)
+    expect(page.locator("#workspace-status")).to_have_text("1 document indexed")
+    state = page.locator(f"#sources [data-doc='uploads/{note.name}']")
+    expect(state).to_contain_text("indexed")
+    assert state.locator("a.download").get_attribute("href").startswith("/api/file?")
+    assert [path.name for path in (home / "uploads").iterdir()] == [note.name]
+    assert (home / "uploads" / note.name).read_text("utf-8") == PELICANS
+    assert list(Path(get_upload_folder()).glob(f"*/*{tag}*")) == []  # Gradio's copies
+    assert list((home / "serving" / "incoming").iterdir()) == []
+
+    question = page.locator("#question textarea")
+    question.fill("What do pelicans scoop?")
+    question.press("Enter")
+    page.locator("#evidence a.citation").first.wait_for(timeout=60_000)
+    assert note.name in page.locator("#evidence").inner_text()

@@ -1,0 +1,221 @@
+"""Asking: answers streamed into the chat with their evidence and pictures, pictures found by
+an image, the kept conversations and query traces, and the preview of a cited passage."""
+
+from __future__ import annotations
+
+import html
+import io
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from rag_pipeline.store.schema import QueryFilter
+from serving.answer import Answer
+from serving.assistant import Assistant, Source, file_url
+from serving.page.handlers import Handlers
+from serving.page.render import evidence_html, link_markers, linked
+from serving.preview import PreviewError, preview
+from serving.retrieval import Candidate, QueryError
+
+
+class Chat(Handlers):
+    def ask(
+        self,
+        text: str,
+        workspace_id: str | None,
+        conversation_id: str | None,
+        history: list[dict[str, Any]],
+        doc_ids: list[str] | None,
+        types: list[str] | None,
+        langs: list[str] | None,
+        since: str | None,
+        until: str | None,
+        request: gr.Request,
+    ) -> Iterator[tuple[Any, ...]]:
+        """The chat as the answer streams in, the question box emptied, and the conversation;
+        last, the conversations listed, the evidence, and the pictures among the passages."""
+        assistant, owner = self.serving(request, workspace_id)
+        text = (text or "").strip()
+        if not text:
+            yield history, "", conversation_id, gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            return
+        try:
+            query_filter = _query_filter(doc_ids, types, langs, since, until)
+        except ValueError as error:
+            raise gr.Error(str(error)) from error
+        history = [*_plain(history), {"role": "user", "content": text}]
+        final, opened = Answer(), conversation_id
+        try:
+            for opened, final in assistant.ask(text, conversation_id, query_filter, owner=owner):
+                shown = [*history, {"role": "assistant", "content": linked(final)}]
+                yield shown, "", opened, gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        except QueryError as error:
+            raise gr.Error(str(error)) from error
+        sources = [Source.of(n, final.passages[n - 1]).as_dict() for n in final.cited]
+        yield (
+            [*history, {"role": "assistant", "content": linked(final)}],
+            "",
+            opened,
+            conversation_choices(assistant, owner, opened),
+            evidence_html(sources, workspace_id),
+            *_gallery(assistant, [*final.passages, *final.pictures]),
+        )
+
+    def search_by_picture(
+        self,
+        picture: Any,
+        workspace_id: str | None,
+        doc_ids: list[str] | None,
+        types: list[str] | None,
+        langs: list[str] | None,
+        since: str | None,
+        until: str | None,
+        request: gr.Request,
+    ) -> tuple[Any, ...]:
+        assistant, _ = self.serving(request, workspace_id)
+        if picture is None:
+            raise gr.Error("Choose an image to search with first.")
+        try:
+            chosen = _query_filter(doc_ids, types, langs, since, until)
+            found = assistant.search_pictures(picture, chosen)
+        except (QueryError, ValueError) as error:
+            raise gr.Error(str(error)) from error
+        sources = [Source.of(n, candidate).as_dict() for n, candidate in enumerate(found, 1)]
+        return evidence_html(sources, workspace_id), *_gallery(assistant, found)
+
+    def open_conversation(
+        self, conversation_id: str | None, workspace_id: str | None, request: gr.Request
+    ) -> tuple[Any, ...]:
+        assistant, owner = self.serving(request, workspace_id)
+        if not conversation_id:
+            return [], None, ""
+        messages = assistant.history.messages(conversation_id, owner)
+        history = [
+            {"role": m.role, "content": link_markers(m.content, m.sources)} for m in messages
+        ]
+        last = next((m.sources for m in reversed(messages) if m.role == "assistant"), [])
+        return history, conversation_id, evidence_html(last, workspace_id)
+
+    def delete_conversation(
+        self, conversation_id: str | None, workspace_id: str | None, request: gr.Request
+    ) -> tuple[Any, ...]:
+        assistant, owner = self.serving(request, workspace_id)
+        if conversation_id:
+            assistant.history.delete_conversation(conversation_id, owner)
+        return [], None, "", conversation_choices(assistant, owner, None)
+
+    def show_traces(self, workspace_id: str | None, request: gr.Request) -> Any:
+        assistant, owner = self.serving(request, workspace_id)
+        return assistant.history.traces(owner, 20)
+
+    def show_citation(
+        self, workspace_id: str | None, event: gr.SelectData, request: gr.Request
+    ) -> tuple[Any, ...]:
+        return self.show_chunk(request, workspace_id, str(event.value))
+
+    def show_picture(
+        self,
+        chunk_ids: list[str],
+        workspace_id: str | None,
+        event: gr.SelectData,
+        request: gr.Request,
+    ) -> tuple[Any, ...]:
+        return self.show_chunk(request, workspace_id, chunk_ids[event.index])
+
+    def show_chunk(
+        self, request: gr.Request, workspace_id: str | None, chunk_id: str
+    ) -> tuple[Any, ...]:
+        """The passage's preview, its chunk id, and the governing buttons for those who
+        may use them."""
+        assistant, _ = self.serving(request, workspace_id)
+        may_govern = self.signed_in(request).may_govern(assistant.settings.workspace)
+        image, caption = _previewed(assistant, workspace_id, chunk_id, may_govern)
+        return image, caption, chunk_id, gr.Row(visible=may_govern)
+
+
+def new_conversation() -> tuple[Any, ...]:
+    """A fresh chat: no messages, no conversation chosen, no evidence, no pictures."""
+    return [], None, "", gr.Dropdown(value=None), gr.Gallery(value=None, visible=False)
+
+
+def conversation_choices(assistant: Assistant, owner: str, selected: str | None) -> Any:
+    choices = [(c.title, c.id) for c in assistant.history.conversations(owner)]
+    return gr.Dropdown(choices=choices, value=selected)
+
+
+def _previewed(
+    assistant: Assistant, workspace_id: str | None, chunk_id: str, may_govern: bool
+) -> tuple[Any, str]:
+    try:
+        shown = preview(assistant.settings, assistant.catalog, chunk_id, offline_shown=may_govern)
+    except PreviewError as error:
+        return gr.Image(value=None, visible=False), f"<p>{html.escape(str(error))}</p>"
+    link = file_url(shown.doc_id, workspace_id)
+    where = f", page {shown.page}" if shown.page else ""
+    caption = (
+        f"<p><b>{html.escape(shown.doc_id)}</b>{where} · "
+        f"<a href='{link}' target='_blank' id='original-file'>open the original</a></p>"
+    )
+    image = gr.Image(value=_image(shown.png), visible=True) if shown.png else None
+    return image or gr.Image(value=None, visible=False), caption + shown.html
+
+
+def _plain(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Gradio hands messages back as lists of content parts; keep role and text."""
+    plain = []
+    for message in history or []:
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+        plain.append({"role": message["role"], "content": content or ""})
+    return plain
+
+
+def _gallery(assistant: Assistant, found: list[Candidate]) -> tuple[Any, list[str]]:
+    """The pictures among ``found`` as a gallery (hidden when none), and their chunk ids."""
+    items, chunk_ids = [], []
+    for candidate in found:
+        if candidate.payload.get("chunk_id") in chunk_ids:
+            continue
+        picture = assistant.picture(candidate)
+        if picture is not None:
+            payload = candidate.payload
+            page = f" · p. {payload['page']}" if payload.get("page") else ""
+            items.append((picture, f"{Path(payload.get('file_path', '')).name}{page}"))
+            chunk_ids.append(payload.get("chunk_id", ""))
+    return gr.Gallery(value=items or None, visible=bool(items)), chunk_ids
+
+
+def _query_filter(
+    documents: list[str] | None,
+    file_types: list[str] | None,
+    languages: list[str] | None,
+    after: str | None,
+    before: str | None,
+) -> QueryFilter:
+    return QueryFilter(
+        doc_ids=tuple(documents or ()),
+        file_types=tuple(file_types or ()),
+        langs=tuple(languages or ()),
+        modified_after=_date(after, "Modified after"),
+        modified_before=_date(before, "Modified before", end_of_day=True),
+    )
+
+
+def _date(value: str | None, label: str, *, end_of_day: bool = False) -> float | None:
+    if not value or not value.strip():
+        return None
+    try:
+        day = datetime.strptime(value.strip(), "%Y-%m-%d").replace(tzinfo=UTC)
+    except ValueError as error:
+        raise ValueError(f"{label}: write the date as YYYY-MM-DD, e.g. 2025-03-31") from error
+    return day.timestamp() + (86_399.999 if end_of_day else 0.0)
+
+
+def _image(png: bytes) -> Any:
+    from PIL import Image
+
+    return Image.open(io.BytesIO(png))

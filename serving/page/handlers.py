@@ -1,0 +1,32 @@
+"""What the page's handlers start from: the served workspaces, and who a request signs in."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from serving.access import User
+from serving.assistant import Assistant
+from serving.workspaces import NotAllowed, ServedWorkspaces
+
+
+class Handlers:
+    """The handlers of one part of the page (each a method Gradio calls with its inputs and
+    the request, returning its outputs), over the workspaces the server answers for."""
+
+    def __init__(self, workspaces: ServedWorkspaces) -> None:
+        self.workspaces = workspaces
+
+    def signed_in(self, request: gr.Request) -> User:
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        user = self.workspaces.authenticator.user(headers)
+        if user is None:  # the middleware lets nobody else through
+            raise gr.Error("sign in first")
+        return user
+
+    def serving(self, request: gr.Request, workspace_id: str | None) -> tuple[Assistant, str]:
+        """The chosen workspace's assistant and the user's name, if the user may use it."""
+        user = self.signed_in(request)
+        try:
+            return self.workspaces.assistant(user, workspace_id or None), user.name
+        except NotAllowed as error:
+            raise gr.Error(str(error)) from error

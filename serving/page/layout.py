@@ -1,0 +1,281 @@
+"""The page's layout: its components, in Blocks, and each event wired to its handler."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from serving.page.chat import Chat, new_conversation
+from serving.page.governance import Governance
+from serving.page.render import CITE_PREFIX
+from serving.page.uploads import Uploads
+from serving.page.workspaces import HomeParts, WorkspaceCards, back_home, keep
+from serving.workspaces import ServedWorkspaces
+
+LANGUAGES = ["en", "zh", "ja", "ko", "fr", "de", "es", "it", "pt", "nl", "ru", "ar"]
+
+# One listener for every citation link on the page (in answers and in the evidence list): it
+# sends the cited chunk id to Python instead of following the link.
+_CITATION_CLICKS = f"""
+document.addEventListener('click', (event) => {{
+  const link = event.target.closest('a[href^="{CITE_PREFIX}"]');
+  if (!link) return;
+  event.preventDefault();
+  event.stopPropagation();
+  const chunk = decodeURIComponent(link.getAttribute('href').slice({len(CITE_PREFIX)}));
+  trigger('select', {{index: 0, value: chunk}});
+}}, true);
+"""
+
+PAGE_CSS = """
+.evidence .file { margin: 0.4em 0 0.2em; font-weight: 600; }
+.evidence .cite { margin: 0.1em 0 0.3em 0.8em; font-size: 0.92em; }
+.evidence .where, .preview .where { color: var(--body-text-color-subdued); }
+.preview .context { color: var(--body-text-color-subdued); }
+.preview mark { background: #ffe08a; }
+.cards { display: flex; flex-wrap: wrap; gap: 0.8em; }
+.card { border: 1px solid var(--border-color-primary); border-radius: 8px; padding: 0.6em 0.9em;
+        min-width: 14em; }
+.card .name { font-weight: 600; }
+.card .facts { color: var(--body-text-color-subdued); font-size: 0.9em; }
+.signed-in { text-align: right; }
+.signed-in form { display: inline; margin-left: 0.6em; }
+"""
+
+
+def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
+    notice = (
+        f"Passages reranked by {workspaces.settings.rerank.model}."
+        if workspaces.settings.rerank.model
+        else "No reranker configured: passages stay in the fused order of dense and keyword search."
+    )
+    asking, governance = Chat(workspaces), Governance(workspaces)
+    uploading = Uploads(workspaces)
+    cards = WorkspaceCards(workspaces, uploading)
+
+    with gr.Blocks(title="rag-pipeline") as page:
+        conversation = gr.State(None)  # the open conversation's id
+        signed_in = gr.HTML("", elem_id="signed-in")
+        # The page opens on the workspaces' cards; a card's Open shows its workspace instead.
+        with gr.Column(elem_id="home") as home:
+            gr.Markdown("## Workspaces")
+            with gr.Row():
+                order = gr.Radio(
+                    ["name", "last opened"], value="name", label="Sort by", elem_id="card-order"
+                )
+                search = gr.Textbox(
+                    label="Find a workspace", visible=False, elem_id="card-search", scale=2
+                )
+            with gr.Row(visible=False, elem_id="creating") as creating:  # for managers
+                new_name = gr.Textbox(label="New workspace", elem_id="workspace-name", scale=3)
+                create = gr.Button("New", size="sm", elem_id="create-workspace")
+            with gr.Column(visible=False, variant="panel", elem_id="confirm-delete") as confirming:
+                doomed_facts = gr.HTML("", elem_id="doomed")
+                with gr.Row():
+                    delete_for_good = gr.Button(
+                        "Delete for good", size="sm", variant="stop", elem_id="delete-for-good"
+                    )
+                    keep_it = gr.Button("Keep it", size="sm", elem_id="keep-workspace")
+            listed = gr.State(0)  # counts the changes to the workspaces: each draws the cards anew
+            doomed = gr.State(None)  # the workspace whose deletion awaits its confirmation
+        with gr.Column(visible=False, elem_id="opened") as opened:
+            with gr.Row():
+                to_home = gr.Button("← Workspaces", size="sm", elem_id="to-workspaces", scale=0)
+                workspace = gr.Dropdown(
+                    label="Workspace",
+                    choices=[],
+                    allow_custom_value=True,  # its choices are set per user; access is checked
+                    elem_id="workspace",
+                    scale=1,
+                )
+                status = gr.Markdown("", elem_id="workspace-status")
+            with gr.Row():
+                with gr.Column(scale=1, min_width=220):
+                    conversations = gr.Dropdown(
+                        label="Conversations", choices=[], elem_id="conversations"
+                    )
+                    with gr.Row():
+                        new = gr.Button("New", size="sm", elem_id="new-conversation")
+                        delete = gr.Button("Delete", size="sm", variant="stop", elem_id="delete")
+                    with gr.Accordion("Filters", open=False):
+                        documents = gr.Dropdown(label="Documents", multiselect=True, choices=[])
+                        file_types = gr.CheckboxGroup(label="File types", choices=[])
+                        languages = gr.CheckboxGroup(label="Languages", choices=LANGUAGES)
+                        after = gr.Textbox(label="Modified after (YYYY-MM-DD)")
+                        before = gr.Textbox(label="Modified before (YYYY-MM-DD)")
+                    with gr.Accordion("Sources", open=False):
+                        uploads = gr.File(
+                            label="Upload files into this workspace",
+                            file_count="multiple",
+                            elem_id="upload",
+                        )
+                        uploaded = gr.HTML("", elem_id="upload-outcomes")
+                        last_upload = gr.State([])  # each file of the last upload, and its fate
+                        sources = gr.HTML("", elem_id="sources")
+                        refresh_sources = gr.Button("Refresh", size="sm", elem_id="refresh-sources")
+                        # Shows the uploads' and sources' states again every 2 s while uploads
+                        # are indexed.
+                        indexing_progress = gr.Timer(2.0, active=False)
+                    gr.Markdown(notice, elem_id="rerank-notice")
+                    with gr.Accordion(
+                        "Search by image",
+                        open=False,
+                        visible=workspaces.settings.images.clip_model is not None,
+                    ):
+                        query_picture = gr.Image(
+                            label="Image",
+                            type="pil",
+                            sources=["upload", "clipboard"],
+                            elem_id="query-picture",
+                        )
+                        find_similar = gr.Button(
+                            "Find similar pictures", size="sm", elem_id="find-similar"
+                        )
+                with gr.Column(scale=3):
+                    chat = gr.Chatbot(label="Answers", height=460, buttons=["copy"], elem_id="chat")
+                    question = gr.Textbox(
+                        label="Question", placeholder="Ask in any language…", elem_id="question"
+                    )
+                    evidence = gr.HTML(
+                        "", js_on_load=_CITATION_CLICKS, elem_id="evidence", elem_classes="evidence"
+                    )
+                    gallery = gr.Gallery(
+                        label="Pictures", columns=4, height=240, visible=False, elem_id="pictures"
+                    )
+                    shown_pictures = gr.State([])  # chunk id of each picture in the gallery
+                with gr.Column(scale=2):
+                    shown_page = gr.Image(
+                        label="Cited page",
+                        type="pil",
+                        format="png",
+                        visible=False,
+                        elem_id="preview-image",
+                    )
+                    shown_text = gr.HTML("", elem_id="preview-text", elem_classes="preview")
+                    shown_chunk = gr.State(None)  # the chunk id of the passage shown
+                    # For users who may govern the workspace: take it out of search, or put it
+                    # back.
+                    with gr.Row(visible=False) as governing:
+                        archive_document = gr.Button(
+                            "Archive document", size="sm", elem_id="archive"
+                        )
+                        reject_document = gr.Button(
+                            "Reject document", size="sm", variant="stop", elem_id="reject"
+                        )
+                        reject_passage = gr.Button(
+                            "Reject passage", size="sm", variant="stop", elem_id="reject-passage"
+                        )
+                        put_back = gr.Button("Put back", size="sm", elem_id="put-back")
+            with gr.Accordion("Traces", open=False):
+                refresh_traces = gr.Button("Show the last queries", size="sm")
+                traces = gr.JSON(label="Traces, newest first")
+
+        home_parts = HomeParts(workspace, home, opened, listed, doomed, confirming, doomed_facts)
+        with home:  # the cards last in it, their buttons wired to the parts above
+
+            @gr.render(inputs=[order, search, listed])
+            def show_cards(sort_by: str, wanted: str, _changes: int, request: gr.Request) -> None:
+                cards.draw(sort_by, wanted, request, home_parts)
+
+        filters = [documents, file_types, languages, after, before]
+        opened_outputs = [
+            chat,
+            conversation,
+            evidence,
+            conversations,
+            documents,
+            file_types,
+            sources,
+            status,
+        ]
+        workspace.change(
+            cards.choose_workspace, workspace, opened_outputs, api_name="open_workspace"
+        )
+        question.submit(
+            asking.ask,
+            [question, workspace, conversation, chat, *filters],
+            [chat, question, conversation, conversations, evidence, gallery, shown_pictures],
+            api_name="ask",
+        )
+        find_similar.click(
+            asking.search_by_picture,
+            [query_picture, workspace, *filters],
+            [evidence, gallery, shown_pictures],
+            api_name="similar_pictures",
+        )
+        shown_outputs = [shown_page, shown_text, shown_chunk, governing]
+        gallery.select(
+            asking.show_picture,
+            [shown_pictures, workspace],
+            shown_outputs,
+            api_visibility="private",
+        )
+        conversations.input(
+            asking.open_conversation,
+            [conversations, workspace],
+            [chat, conversation, evidence],
+            api_name="open",
+        )
+        new.click(
+            new_conversation,
+            None,
+            [chat, conversation, evidence, conversations, gallery],
+            api_visibility="private",
+        )
+        delete.click(
+            asking.delete_conversation,
+            [conversation, workspace],
+            [chat, conversation, evidence, conversations],
+            api_name="delete",
+        )
+        evidence.select(asking.show_citation, workspace, shown_outputs, api_visibility="private")
+        for button, state, whole in (
+            (archive_document, "archived", True),
+            (reject_document, "rejected", True),
+            (reject_passage, "rejected", False),
+            (put_back, "active", True),
+        ):
+            button.click(
+                governance.button(state, whole),
+                [shown_chunk, workspace],
+                None,
+                api_visibility="private",
+            )
+        refresh_traces.click(asking.show_traces, workspace, traces, api_name="traces")
+        sources_outputs = [sources, indexing_progress]
+        progress_outputs = [*sources_outputs, uploaded, status]
+        uploads.upload(
+            uploading.upload,
+            [uploads, workspace],
+            [uploads, last_upload, *progress_outputs],
+            api_name="upload",
+            # The file data as sent: Gradio's processing would leave an empty file behind in its
+            # folder per file; its check that each lies in its upload folder comes first.
+            preprocess=False,
+        )
+        refresh_sources.click(
+            uploading.show_sources, workspace, sources_outputs, api_name="sources"
+        )
+        indexing_progress.tick(
+            uploading.progress,
+            [workspace, last_upload],
+            progress_outputs,
+            api_visibility="private",
+        )
+        create.click(
+            cards.create,
+            [new_name, listed],
+            [workspace, search, listed, new_name, home, opened],
+            api_visibility="private",
+        )
+        delete_for_good.click(
+            cards.delete,
+            [doomed, workspace, listed],
+            [workspace, search, listed, doomed, confirming],
+            api_visibility="private",
+        )
+        keep_it.click(keep, None, [doomed, confirming], api_visibility="private")
+        to_home.click(back_home, listed, [home, opened, listed], api_visibility="private")
+        page.load(
+            cards.on_load, None, [workspace, search, signed_in, creating], api_visibility="private"
+        )
+    return page

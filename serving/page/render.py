@@ -1,0 +1,196 @@
+"""The page's HTML and markdown: answers with their citation markers as links, the evidence under
+them, the workspace's sources, a workspace's card and what deleting it takes away, and who is
+signed in."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote
+
+from rag_pipeline.catalog import DocumentRecord
+from rag_pipeline.workspaces import Workspace
+from serving.access import SIGN_OUT, User
+from serving.answer import Answer
+from serving.assistant import Assistant, file_url
+from serving.workspaces import Contents, indexed_documents
+
+CITE_PREFIX = "#cite:"
+_MARKER = re.compile(r"\[(\d+)\]")
+
+
+def linked(answer: Answer) -> str:
+    """The answer with each marker [n] as a link to its passage's preview."""
+    sources = [
+        {"number": n, "chunk_id": answer.passages[n - 1].payload.get("chunk_id", "")}
+        for n in answer.cited
+    ]
+    return link_markers(answer.text, sources)
+
+
+def link_markers(text: str, sources: list[dict[str, Any]]) -> str:
+    chunks = {source["number"]: source["chunk_id"] for source in sources}
+
+    def link(match: re.Match[str]) -> str:
+        chunk = chunks.get(int(match.group(1)))
+        return (
+            f"[[{match.group(1)}]]({CITE_PREFIX}{quote(chunk, safe='')})"
+            if chunk
+            else match.group(0)
+        )
+
+    return _MARKER.sub(link, text)
+
+
+def evidence_html(sources: list[dict[str, Any]], workspace_id: str | None) -> str:
+    """The cited passages, grouped by file, each citation a link to its preview."""
+    if not sources:
+        return ""
+    by_file: dict[str, list[dict[str, Any]]] = {}
+    for source in sources:
+        by_file.setdefault(source["doc_id"], []).append(source)
+    parts = ["<div class='evidence'><p><b>Evidence</b></p>"]
+    for doc_id, cited in by_file.items():
+        original = file_url(doc_id, workspace_id)
+        parts.append(
+            f"<div class='file'>{html.escape(cited[0]['file_name'])} "
+            f"<a href='{original}' target='_blank'>↗</a></div>"
+        )
+        for source in cited:
+            where = ", ".join(
+                part
+                for part in (
+                    f"p. {source['page']}" if source.get("page") else "",
+                    html.escape(source.get("section") or ""),
+                )
+                if part
+            )
+            parts.append(
+                f"<div class='cite'><a href='{CITE_PREFIX}{quote(source['chunk_id'], safe='')}' "
+                f"class='citation'>[{source['number']}]</a> "
+                f"<span class='where'>{where}</span> {html.escape(source['snippet'])}</div>"
+            )
+    parts.append("</div>")
+    return "\n".join(parts)
+
+
+def sources_html(assistant: Assistant, workspace_id: str | None, *, running: bool) -> str:
+    """The workspace's folders and each document's state (indexing, indexed, or failed and
+    why), with a download of each original."""
+    settings = assistant.settings
+    live = assistant.catalog.live_collection()
+    records = assistant.catalog.documents(live.name) if live else {}
+    parts = ["<div class='evidence'>"]
+    for folder in settings.watched_folders:
+        name = "uploads" if folder == settings.upload_folder else folder.name
+        parts.append(f"<div class='file'>{html.escape(name)}</div>")
+    if running:
+        parts.append("<p><i>indexing…</i></p>")
+    states = {
+        doc_id: f"indexed, {record.chunks} chunks"
+        if record.state == "indexed"
+        else f"failed: {record.error or 'unknown reason'}"
+        for doc_id, record in records.items()
+    }
+    uploaded = settings.upload_folder.iterdir() if settings.upload_folder.is_dir() else []
+    for path in uploaded:  # not in the catalog yet
+        states.setdefault(f"uploads/{path.name}", "indexing" if running else "not indexed yet")
+    for doc_id, state in sorted(states.items()):
+        download = (
+            f" <a href='{file_url(doc_id, workspace_id)}' download class='download'>download</a>"
+            if doc_id in records
+            else ""
+        )
+        parts.append(
+            f"<div class='cite' data-doc='{html.escape(doc_id)}'>{html.escape(doc_id)} "
+            f"<span class='where'>{html.escape(state)}</span>{download}</div>"
+        )
+    parts.append("</div>")
+    return "\n".join(parts)
+
+
+def uploads_html(
+    batch: list[dict[str, Any]], records: Mapping[str, DocumentRecord], *, running: bool
+) -> str:
+    """What became of each file of the last upload: refused and why, received (and indexed
+    meanwhile), searchable, or failed and why."""
+    if not batch:
+        return ""
+    parts = ["<div class='evidence'><p><b>Last upload</b></p>"]
+    for sent in batch:
+        record = records.get(sent["doc_id"]) if sent["doc_id"] else None
+        if sent["refused"]:
+            state = f"refused: {sent['refused']}"
+        elif running:
+            state = "received, indexing…"
+        elif record is None:
+            state = "received, not indexed yet"
+        elif record.state == "indexed":
+            state = "searchable"
+        else:
+            state = f"failed: {record.error or 'unknown reason'}"
+        parts.append(
+            f"<div class='cite' data-upload='{html.escape(sent['name'])}'>"
+            f"{html.escape(sent['name'])} <span class='where'>{html.escape(state)}</span></div>"
+        )
+    parts.append("</div>")
+    return "\n".join(parts)
+
+
+def indexed_status(records: Iterable[DocumentRecord]) -> str:
+    """The open workspace's line: how many documents are indexed."""
+    return f"{counted(sum(1 for r in records if r.indexed_version), 'document')} indexed"
+
+
+def counted(count: int, thing: str) -> str:
+    """``1 document``, ``2 documents``, ``0 documents``."""
+    return f"{count} {thing}{'' if count == 1 else 's'}"
+
+
+def card_html(listed: Workspace) -> str:
+    """A workspace's card: name, sources, documents, last opened."""
+    opened = (
+        datetime.fromtimestamp(listed.last_opened, UTC).strftime("%Y-%m-%d %H:%M UTC")
+        if listed.last_opened
+        else "never"
+    )
+    facts = (
+        f"{counted(len(listed.settings.watched_folders), 'source')} · "
+        f"{counted(indexed_documents(listed.settings), 'document')} · last opened {opened}"
+    )
+    return (
+        f"<div class='name' data-workspace='{html.escape(listed.id)}'>"
+        f"{html.escape(listed.name)}</div><div class='facts'>{html.escape(facts)}</div>"
+    )
+
+
+def deletion_html(name: str, contents: Contents) -> str:
+    """What deleting a workspace takes away, to confirm."""
+    going = ", ".join(
+        (
+            counted(contents.documents, "indexed document"),
+            counted(contents.uploads, "uploaded file"),
+            counted(contents.conversations, "conversation"),
+        )
+    )
+    return (
+        f"<p>Delete <b>{html.escape(name)}</b> for good? Going with it: {going}. "
+        "Folders it watches elsewhere stay as they are.</p>"
+    )
+
+
+def signed_in_html(user: User, *, signs_out: bool) -> str:
+    """Who is signed in, with a button to sign out (a plain form) for those who signed in with
+    the form; nothing for the local user of an installation without sign-in."""
+    if user.grants is None:
+        return ""
+    sign_out = (
+        f"<form method='post' action='{SIGN_OUT}'>"
+        "<button type='submit' id='sign-out'>Sign out</button></form>"
+        if signs_out
+        else ""
+    )
+    return f"<div class='signed-in'>Signed in as <b>{html.escape(user.name)}</b> {sign_out}</div>"

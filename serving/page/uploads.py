@@ -1,0 +1,90 @@
+"""Files uploaded into the open workspace, each one's fate (refused and why, received, then
+searchable or failed), and the workspace's sources and count while they are indexed."""
+
+from __future__ import annotations
+
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+from gradio.utils import get_upload_folder
+
+from serving.assistant import Assistant
+from serving.page.handlers import Handlers
+from serving.page.render import counted, indexed_status, sources_html, uploads_html
+from serving.workspaces import NotAllowed, Upload
+
+
+class Uploads(Handlers):
+    def upload(
+        self, files: list[dict[str, Any]] | None, workspace_id: str | None, request: gr.Request
+    ) -> tuple[Any, ...]:
+        """Take the files sent (Gradio's file data, unprocessed: its path, checked by Gradio to
+        lie in its upload folder, and the name as sent): the upload box emptied, the batch's
+        files and what became of each, the sources, the progress timer and the count."""
+        shared = Path(get_upload_folder()).resolve()
+        sent = [
+            (file.get("orig_name") or Path(file["path"]).name, Path(file["path"]))
+            for file in files or []
+        ]
+        if not sent:
+            return None, gr.skip(), *self.progress(workspace_id, [], request)
+        # Gradio's check, once more: what is taken away are its uploads, nothing else.
+        if not all(path.resolve().is_relative_to(shared) for _, path in sent):
+            raise gr.Error("Only files uploaded through the page are taken.")
+        try:
+            taken = self.workspaces.upload(self.signed_in(request), workspace_id or "", sent)
+        except NotAllowed as error:
+            raise gr.Error(str(error)) from error
+        finally:
+            _forget([path for _, path in sent], shared)
+        received = [upload for upload in taken if upload.path]
+        if received:
+            gr.Info(f"{counted(len(received), 'file')} received; indexing now")
+        batch = [_described(upload) for upload in taken]
+        return None, batch, *self.progress(workspace_id, batch, request)
+
+    def show_sources(self, workspace_id: str | None, request: gr.Request) -> tuple[str, Any]:
+        """The sources' states, and the progress timer on while the workspace indexes."""
+        assistant, running = self._refreshed(workspace_id, request)
+        return sources_html(assistant, workspace_id, running=running), gr.Timer(active=running)
+
+    def progress(
+        self, workspace_id: str | None, batch: list[dict[str, Any]], request: gr.Request
+    ) -> tuple[Any, ...]:
+        """The sources and the timer, what became of each file of the last upload, and the
+        count of documents indexed."""
+        assistant, running = self._refreshed(workspace_id, request)
+        live = assistant.catalog.live_collection()
+        records = assistant.catalog.documents(live.name) if live else {}
+        return (
+            sources_html(assistant, workspace_id, running=running),
+            gr.Timer(active=running),
+            uploads_html(batch, records, running=running),
+            indexed_status(records.values()),
+        )
+
+    def _refreshed(self, workspace_id: str | None, request: gr.Request) -> tuple[Assistant, bool]:
+        """The workspace's assistant on its newest index, and whether an indexing run the page
+        started for it is under way."""
+        assistant, _ = self.serving(request, workspace_id)
+        running = self.workspaces.indexing(assistant.settings.workspace)
+        assistant.refresh()  # what the lists call indexed is searchable
+        return assistant, running
+
+
+def _described(upload: Upload) -> dict[str, Any]:
+    """What the page keeps of an upload (in its state): the name, the document it became."""
+    doc_id = f"uploads/{upload.path.name}" if upload.path else None
+    return {"name": upload.name, "doc_id": doc_id, "refused": upload.refused}
+
+
+def _forget(sent: list[Path], shared: Path) -> None:
+    """Gradio's folders of the files sent (one per file's content, in ``shared``), emptied by
+    the upload."""
+    for path in sent:
+        folder = path.parent.resolve()
+        if folder.parent == shared:
+            with suppress(OSError):  # not empty: the same content sent again meanwhile
+                folder.rmdir()

@@ -1,0 +1,220 @@
+"""The workspace home the page opens on: a card per workspace the user may use (name, sources,
+documents, last opened), sorted, found by a search box when there are many, each opening its
+workspace. Users who may manage workspaces create them there, and rename or delete each by its
+card, a deletion first naming what goes; the default workspace is never deleted. Opening one
+shows its conversations, filters and sources."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+
+from rag_pipeline.ids import DEFAULT_WORKSPACE
+from rag_pipeline.workspaces import Workspace, WorkspaceError
+from serving.access import User
+from serving.page.chat import conversation_choices
+from serving.page.handlers import Handlers
+from serving.page.render import card_html, deletion_html, indexed_status, signed_in_html
+from serving.page.uploads import Uploads
+from serving.workspaces import NotAllowed, ServedWorkspaces
+
+SEARCHED_FROM = 9  # cards: from this many on, a search box finds them by name
+
+
+@dataclass(frozen=True)
+class HomeParts:
+    """The components beside the cards that the cards' buttons set."""
+
+    workspace: gr.Dropdown  # the open workspace's id
+    home: gr.Column  # the cards' view
+    opened: gr.Column  # the open workspace's view
+    listed: gr.State  # the changes to the workspaces, counted: each draws the cards anew
+    doomed: gr.State  # the workspace whose deletion awaits its confirmation
+    confirming: gr.Column
+    doomed_facts: gr.HTML  # what the deletion takes away
+
+
+class WorkspaceCards(Handlers):
+    def __init__(self, workspaces: ServedWorkspaces, uploads: Uploads) -> None:
+        super().__init__(workspaces)
+        self.uploads = uploads  # an opened workspace shows its sources
+
+    def on_load(self, request: gr.Request) -> tuple[Any, ...]:
+        """The workspaces to open and the search box, who is signed in, and the New of those
+        who may create workspaces."""
+        user = self.signed_in(request)
+        signs_out = self.workspaces.authenticator.offers_sign_in and bool(
+            user.grants and user.grants.password_hash
+        )
+        return (
+            *self._listing(user, None),
+            signed_in_html(user, signs_out=signs_out),
+            gr.Row(visible=self.workspaces.may_manage(user)),
+        )
+
+    def choose_workspace(self, workspace_id: str | None, request: gr.Request) -> tuple[Any, ...]:
+        """Open a workspace: its conversations, filters and sources; a fresh chat."""
+        user = self.signed_in(request)
+        with _refusals():
+            assistant = self.workspaces.opened(user, workspace_id) if workspace_id else None
+        if assistant is None:
+            return [], None, "", gr.Dropdown(choices=[]), gr.Dropdown(choices=[]), [], "", ""
+        live = assistant.catalog.live_collection()
+        records = assistant.catalog.documents(live.name).values() if live else []
+        indexed = sorted(r.doc_id for r in records if r.indexed_version)
+        types = sorted({r.file_type for r in records if r.indexed_version})
+        return (
+            [],
+            None,
+            "",
+            conversation_choices(assistant, user.name, None),
+            gr.Dropdown(choices=indexed, value=[]),
+            gr.CheckboxGroup(choices=types, value=[]),
+            self.uploads.show_sources(workspace_id, request)[0],
+            indexed_status(records),
+        )
+
+    def create(self, name: str, changes: int, request: gr.Request) -> tuple[Any, ...]:
+        """Create a workspace and open it: the dropdown on it, the search box, the changes
+        counted one more (the cards are drawn anew), the name box emptied, its view shown."""
+        user = self.signed_in(request)
+        with _refusals():
+            created = self.workspaces.create(user, name)
+        return *self._listing(user, created.id), changes + 1, "", *_views(opened=True)
+
+    def renaming(self, target: str) -> Any:
+        """The Rename of ``target``'s card: the workspace dropdown, and the changes counted."""
+
+        def rename(name: str, current: str | None, changes: int, request: gr.Request) -> Any:
+            user = self.signed_in(request)
+            with _refusals():
+                self.workspaces.rename(user, target, name)
+            return self._listing(user, current)[0], changes + 1
+
+        return rename
+
+    def deleting(self, target: str) -> Any:
+        """The Delete of ``target``'s card: the workspace awaiting confirmation, the
+        confirmation shown, and what goes."""
+
+        def ask(request: gr.Request) -> tuple[Any, ...]:
+            user = self.signed_in(request)
+            with _refusals():
+                doomed = self.workspaces.deletable(user, target)
+                contents = self.workspaces.contents(user, target)
+            return target, gr.Column(visible=True), deletion_html(doomed.name, contents)
+
+        return ask
+
+    def delete(
+        self, doomed: str | None, current: str | None, changes: int, request: gr.Request
+    ) -> tuple[Any, ...]:
+        """Delete the workspace confirmed: the dropdown (none open if it was), the search
+        box, the changes counted, nothing awaiting confirmation."""
+        user = self.signed_in(request)
+        if doomed:
+            with _refusals():
+                self.workspaces.delete(user, doomed)
+        return *self._listing(user, current), changes + 1, None, gr.Column(visible=False)
+
+    def _listing(self, user: User, current: str | None) -> tuple[Any, Any]:
+        """The workspace dropdown (on ``current`` while it exists, else on none), and the
+        search box, shown when there are many cards."""
+        visible = self.workspaces.visible(user)
+        if current not in {w.id for w in visible}:
+            current = None
+        return (
+            gr.Dropdown(choices=[(w.name, w.id) for w in visible], value=current),
+            gr.Textbox(visible=len(visible) >= SEARCHED_FROM),
+        )
+
+    def draw(self, sort_by: str, wanted: str, request: gr.Request, parts: HomeParts) -> None:
+        """A card per workspace the user may use (those ``wanted`` names, when given), to open
+        it; for users who may manage workspaces, to rename it, or delete it (not the default
+        one)."""
+        user = self.signed_in(request)
+        manager = self.workspaces.may_manage(user)
+        shown = _found(_sorted(self.workspaces.visible(user), sort_by), wanted)
+        with gr.Row(elem_id="workspace-cards", elem_classes="cards"):
+            if not shown:
+                gr.Markdown("No workspace by that name." if wanted else "No workspace yet.")
+            for card in shown:
+                # Keyed: a click landing while the cards are drawn anew still counts.
+                with gr.Column(elem_classes="card", min_width=240, key=("card", card.id)):
+                    gr.HTML(card_html(card), key=("facts", card.id))
+                    gr.Button("Open", size="sm", variant="primary", key=("open", card.id)).click(
+                        _opening(card.id),
+                        None,
+                        [parts.workspace, parts.home, parts.opened],
+                        api_visibility="private",
+                        key=("open", card.id),
+                    )
+                    if manager:
+                        self._manage(card, parts)
+
+    def _manage(self, card: Workspace, parts: HomeParts) -> None:
+        name = gr.Textbox(
+            card.name, label="New name", interactive=True, key=("name", card.id, card.name)
+        )
+        with gr.Row():
+            gr.Button("Rename", size="sm", key=("rename", card.id)).click(
+                self.renaming(card.id),
+                [name, parts.workspace, parts.listed],
+                [parts.workspace, parts.listed],
+                api_visibility="private",
+                key=("rename", card.id),
+            )
+            if card.id != DEFAULT_WORKSPACE:
+                gr.Button("Delete", size="sm", variant="stop", key=("delete", card.id)).click(
+                    self.deleting(card.id),
+                    None,
+                    [parts.doomed, parts.confirming, parts.doomed_facts],
+                    api_visibility="private",
+                    key=("delete", card.id),
+                )
+
+
+def keep() -> tuple[None, Any]:
+    """The deletion not confirmed: nothing awaits it, the confirmation hidden."""
+    return None, gr.Column(visible=False)
+
+
+def back_home(changes: int) -> tuple[Any, ...]:
+    """The cards shown again, drawn anew (their counts as they are now)."""
+    return *_views(opened=False), changes + 1
+
+
+def _views(*, opened: bool) -> tuple[Any, Any]:
+    """The home's and the open workspace's views, one of them shown."""
+    return gr.Column(visible=not opened), gr.Column(visible=opened)
+
+
+def _opening(workspace_id: str) -> Any:
+    """A card's Open: its workspace chosen, and shown."""
+    return lambda: (workspace_id, *_views(opened=True))
+
+
+@contextmanager
+def _refusals() -> Iterator[None]:
+    """What the workspaces refuse, said on the page as they say it."""
+    try:
+        yield
+    except (WorkspaceError, NotAllowed) as error:
+        raise gr.Error(str(error)) from error
+
+
+def _sorted(visible: list[Workspace], sort_by: str) -> list[Workspace]:
+    """The workspaces by name (as listed: the default one first), or last opened first."""
+    if sort_by == "last opened":
+        return sorted(visible, key=lambda w: -(w.last_opened or 0.0))
+    return visible
+
+
+def _found(visible: list[Workspace], wanted: str) -> list[Workspace]:
+    """Those whose name or id holds ``wanted`` (letter case aside); all when it is empty."""
+    wanted = (wanted or "").strip().casefold()
+    return [w for w in visible if wanted in w.name.casefold() or wanted in w.id]

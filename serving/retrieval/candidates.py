@@ -1,0 +1,75 @@
+"""What a retrieval returns: candidates with each ranking's rank and score, and the passages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rag_pipeline import ids
+from rag_pipeline.store import QueryFilter
+
+
+class QueryError(ValueError):
+    """A query that cannot be run; the message says why."""
+
+
+@dataclass(slots=True)
+class Candidate:
+    """A point found by the dense, sparse or image search (or several), with its fused score."""
+
+    point_id: str
+    payload: dict[str, Any]
+    dense_rank: int | None = None  # 1-based
+    dense_score: float | None = None
+    sparse_rank: int | None = None
+    sparse_score: float | None = None
+    image_rank: int | None = None  # by the query through CLIP's text tower, or by a picture
+    image_score: float | None = None
+    fused_score: float = 0.0
+    page_score: float | None = None  # page_weight × the fused scores of its page's others
+    rerank_score: float | None = None
+    freshness_score: float | None = None  # weight × 0.5^(age / half-life), when configured
+    named_year_score: float | None = None  # weight when its document is of a year the query names
+
+    @property
+    def score(self) -> float:
+        """The score that orders the final passages: the reranker's, else the fused one with
+        its page's context, plus the freshness and named year scores."""
+        if self.rerank_score is not None:
+            base = self.rerank_score
+        else:
+            base = self.fused_score + (self.page_score or 0.0)
+        return base + (self.freshness_score or 0.0) + (self.named_year_score or 0.0)
+
+    @property
+    def text(self) -> str:
+        return self.payload.get("text", "")
+
+    def as_hit(self) -> dict[str, Any]:
+        """What ``rag-pipeline query --json`` prints per hit."""
+        payload = self.payload
+        chunk_id = payload.get("chunk_id", "")
+        return {
+            "doc_id": payload.get("doc_id", ""),
+            "chunk_id": chunk_id,
+            "chunk_index": ids.parse_chunk_id(chunk_id)[2] if chunk_id else None,
+            "file_path": payload.get("file_path", ""),
+            "page": payload.get("page"),
+            "bbox": payload.get("bbox"),
+            "section": payload.get("section", ""),
+            "text": self.text,
+            "score": self.score,
+            "modality": payload.get("modality", "text"),
+            "image_file": payload.get("image_file"),
+        }
+
+
+@dataclass(slots=True)
+class Retrieval:
+    query: str
+    query_filter: QueryFilter
+    candidates: list[Candidate]  # every fused candidate, best first
+    passages: list[Candidate]  # what an answer is built from: reranked, cut, thresholded
+    reranker: str | None  # the reranker's name, or None when the fused order stands
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    pictures: list[Candidate] = field(default_factory=list)  # nearest by CLIP's text tower

@@ -1,0 +1,256 @@
+"""The retriever: a query embedded, searched, fused, boosted, reranked and cut; and the CLI's
+one search against the index itself."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from rag_pipeline.catalog import Catalog
+from rag_pipeline.config import RetrievalSettings, Settings
+from rag_pipeline.embedding import dense_model_languages
+from rag_pipeline.language import detect_language
+from rag_pipeline.store import (
+    CommittedOnly,
+    NearestHits,
+    OnlineOnly,
+    QueryFilter,
+    SearchableStore,
+)
+from serving.retrieval.boosts import (
+    diversified,
+    freshened,
+    identifiers_before_dense_guesses,
+    looks_up,
+    of_named_years,
+    with_page_context,
+    years_in,
+)
+from serving.retrieval.candidates import Candidate, QueryError, Retrieval
+from serving.retrieval.encoders import query_encoders
+from serving.retrieval.fusion import fuse
+
+if TYPE_CHECKING:
+    from PIL.Image import Image
+
+    from serving.rerank import Reranker
+
+
+class Retriever:
+    """Embeds a query, searches, fuses and reranks; models are loaded once and reused."""
+
+    def __init__(
+        self, settings: Settings, store: SearchableStore, reranker: Reranker | None = None
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.reranker = reranker
+        self.encoders = query_encoders(settings)
+        self.dense, self.sparse, self.clip = (
+            self.encoders.dense,
+            self.encoders.sparse,
+            self.encoders.clip,
+        )
+        self._dense_languages = dense_model_languages(settings.embedding)
+
+    def retrieve(
+        self,
+        query: str,
+        query_filter: QueryFilter | None = None,
+        *,
+        top_k: int | None = None,
+    ) -> Retrieval:
+        config = self.settings.retrieval
+        keep = config.top_k if top_k is None else top_k
+        if keep < 1:
+            raise QueryError("top-k must be at least 1")
+        query_filter = query_filter or QueryFilter()
+        timings: dict[str, float] = {}
+        text = _normalised(query)
+        nearest = self.search(text, query_filter, limit=max(config.prefetch, keep), timings=timings)
+        candidates, passages = self.rank(text, nearest, keep=keep, timings=timings)
+        by_id = {candidate.point_id: candidate for candidate in candidates}
+        pictures = [
+            by_id.get(hit.point_id)
+            or Candidate(hit.point_id, hit.payload, image_rank=rank, image_score=hit.score)
+            for rank, hit in enumerate(nearest.image[: config.pictures], 1)
+        ]
+        return Retrieval(
+            query=text,
+            query_filter=query_filter,
+            candidates=candidates,
+            passages=passages,
+            reranker=self.reranker.name if self.reranker else None,
+            timings_ms=timings,
+            pictures=pictures,
+        )
+
+    def search(
+        self,
+        query: str,
+        query_filter: QueryFilter | None = None,
+        *,
+        limit: int,
+        timings: dict[str, float] | None = None,
+    ) -> NearestHits:
+        """The query embedded by both models, and the ``limit`` nearest points by each."""
+        text = _normalised(query)
+        timings = {} if timings is None else timings
+        with _timed(timings, "embed"):
+            dense = self.dense.embed_query(text)
+            sparse = self.sparse.embed_query(text)
+            image = self.clip.embed_query(text) if self.clip else None
+        with _timed(timings, "search"):
+            return self.store.nearest(
+                dense,
+                (sparse.indices, sparse.values),
+                limit=limit,
+                query_filter=query_filter,
+                image=image,
+            )
+
+    def search_by_picture(
+        self, picture: Image, query_filter: QueryFilter | None = None, *, limit: int = 12
+    ) -> list[Candidate]:
+        """The pictures most like ``picture`` (and so the pages that hold them), best first."""
+        if self.clip is None:
+            raise QueryError("search by image needs a CLIP model (images.clip_model)")
+        vector = self.clip.embed_pictures([picture.convert("RGB")])[0]
+        hits = self.store.nearest_pictures(vector, limit=limit, query_filter=query_filter)
+        return [
+            Candidate(
+                hit.point_id,
+                hit.payload,
+                image_rank=rank,
+                image_score=hit.score,
+                fused_score=hit.score,
+            )
+            for rank, hit in enumerate(hits, 1)
+        ]
+
+    def rank(
+        self,
+        query: str,
+        nearest: NearestHits,
+        *,
+        keep: int,
+        fusion: RetrievalSettings | None = None,
+        rerank: bool = True,
+        timings: dict[str, float] | None = None,
+    ) -> tuple[list[Candidate], list[Candidate]]:
+        """(every candidate in final order, the passages to answer from).
+
+        Fused (by ``fusion``, default the settings'), with page context when configured; the
+        best ``rerank_candidates`` reranked when a reranker is configured and ``rerank`` (they
+        then come first, in rerank order); freshness and the named year added; at most
+        ``page_passages`` of a page before the pages not yet shown; in a look-up, no dense
+        guess before a passage holding a rare identifier; the first ``keep`` kept if they reach
+        ``min_score``.
+        """
+        terms = self.sparse.query_terms(query)  # None for SPLADE, which expands the query
+        config = self._for_query(query, terms, fusion or self.settings.retrieval)
+        timings = {} if timings is None else timings
+        with _timed(timings, "fuse"):
+            candidates = fuse(nearest, config)
+            if config.page_weight:
+                candidates = with_page_context(candidates, config.page_weight)
+        depth = max(config.rerank_candidates, keep)
+        if rerank and self.reranker is not None and candidates:
+            pool = candidates[:depth]
+            with _timed(timings, "rerank"):
+                scores = self.reranker.score(query, [candidate.text for candidate in pool])
+            for candidate, score in zip(pool, scores, strict=True):
+                candidate.rerank_score = float(score)
+            candidates = sorted(pool, key=lambda candidate: -candidate.score) + candidates[depth:]
+        else:
+            depth = 0  # nothing reranked: one scale for all
+        if config.freshness_half_life_days is not None:
+            candidates = freshened(
+                candidates, config.freshness_half_life_days, config.freshness_weight, reranked=depth
+            )
+        if config.named_year_weight and (years := years_in(query)):
+            candidates = of_named_years(candidates, years, config.named_year_weight, depth)
+        if config.page_passages is not None:
+            candidates = diversified(candidates, config.page_passages)
+        if config.identifier_documents and looks_up(query, terms):
+            candidates = identifiers_before_dense_guesses(
+                candidates, query, nearest.sparse, config.identifier_documents
+            )
+        passages = [
+            candidate
+            for candidate in candidates[:keep]
+            if config.min_score is None or candidate.score >= config.min_score
+        ]
+        return candidates, passages
+
+    def _for_query(
+        self, query: str, terms: int | None, config: RetrievalSettings
+    ) -> RetrievalSettings:
+        """``config``, with the dense weight lowered when the dense model does not know the
+        query's language (an English model asked in Chinese ranks close to at random), and the
+        keyword weight lowered for a question of more than ``sparse_query_terms`` keyword
+        ``terms``."""
+        weights: dict[str, float] = {}
+        if self._dense_languages is not None and (
+            detect_language(query) not in self._dense_languages
+        ):
+            weights["dense_weight"] = config.foreign_dense_weight
+        if config.sparse_query_terms is not None and terms and terms > config.sparse_query_terms:
+            weights["sparse_weight"] = config.sparse_weight * config.sparse_query_terms / terms
+        return config.model_copy(update=weights) if weights else config
+
+
+def _normalised(query: str) -> str:
+    text = " ".join(query.split())
+    if not text:
+        raise QueryError("the query is empty")
+    return text
+
+
+@contextmanager
+def _timed(timings: dict[str, float], stage: str) -> Iterator[None]:
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[stage] = round((time.perf_counter() - started) * 1000, 3)
+
+
+@contextmanager
+def live_index(
+    settings: Settings, *, wait_seconds: float = 30.0
+) -> Iterator[tuple[Settings, SearchableStore]]:
+    """The live collection, searchable for committed versions only, and settings that name the
+    models it was built with (they differ from the settings' own while a collection for new
+    models is being built). The store is closed when the block ends."""
+    from rag_pipeline.store import open_vector_store
+
+    with Catalog(settings) as catalog:
+        live = catalog.live_collection()
+        if live is None:
+            raise QueryError(
+                f"nothing is indexed yet under {settings.home}: run `rag-pipeline index`"
+            )
+        store = open_vector_store(settings, live.name, wait_seconds=wait_seconds)
+        try:
+            committed = CommittedOnly(store, catalog, live.name)
+            yield settings.with_vector_models(live.models), OnlineOnly(committed, catalog)
+        finally:
+            store.close()
+
+
+def search(
+    settings: Settings,
+    query: str,
+    *,
+    top_k: int | None = None,
+    query_filter: QueryFilter | None = None,
+) -> Retrieval:
+    """One retrieval against the index itself (the CLI's ``query``)."""
+    from serving.rerank import load_reranker
+
+    with live_index(settings) as (live_settings, store):
+        retriever = Retriever(live_settings, store, load_reranker(live_settings))
+        return retriever.retrieve(query, query_filter, top_k=top_k)
