@@ -20,7 +20,7 @@ from dagster import (
 )
 
 from rag_pipeline.config import Settings, load_settings
-from rag_pipeline.defs.assets import document_assets
+from rag_pipeline.defs.assets import VECTOR_STORE_POOL, document_assets
 from rag_pipeline.defs.partitions import PLAN_TAG, arrange_partition_ranges, arrange_partitions
 from rag_pipeline.ids import DEFAULT_WORKSPACE
 from rag_pipeline.locking import (
@@ -157,10 +157,10 @@ def fail_abandoned_runs(instance: DagsterInstance, settings: Settings) -> list[s
     left started would make the sensor skip every tick. What such a run committed stays; the
     rest is found changed and indexed again by the next plan. A run in another container or on
     another machine (``DockerRunLauncher``, ``K8sRunLauncher``), whose process cannot be looked
-    up from here, is dead when it let go of its lock long ago. Its concurrency slot, if it died
-    writing the store, is given back at once. Every workspace's runs are looked at (each in its
-    own home): the store's concurrency pool is the instance's, so another workspace's dead run
-    would hold its slot for all.
+    up from here, is dead when it let go of its lock long ago. The concurrency slot of an ended
+    run, if it died writing the store, is given back at once. Every workspace's runs are looked
+    at (each in its own home): the store's concurrency pool is the instance's, so another
+    workspace's dead run would hold its slot for all.
     """
     abandoned = []
     started_runs: dict[LockPlace, set[str]] = {}  # by workspace
@@ -195,9 +195,24 @@ def fail_abandoned_runs(instance: DagsterInstance, settings: Settings) -> list[s
                 "the run's process ended without finishing (killed?): what it committed stays, "
                 "the next run indexes the rest",
             )
-            if instance.event_log_storage.supports_global_concurrency_limits:
-                instance.event_log_storage.free_concurrency_slots_for_run(run_id)
             abandoned.append(run_id)
+    _free_slots_of_ended_runs(instance)
     for place in {lock_place(settings), *started_runs}:
         forget_run_locks(place, keep=started_runs.get(place, set()) - set(abandoned))
     return abandoned
+
+
+def _free_slots_of_ended_runs(instance: DagsterInstance) -> None:
+    """Give back the store's concurrency slot that an ended run still holds: one that died
+    writing the store, failed by us or by Dagster's code server as its process exited. Dagster's
+    run monitoring would free it only at its next poll (minutes), and every run meanwhile waits."""
+    storage = instance.event_log_storage
+    if not storage.supports_global_concurrency_limits:
+        return
+    claimed = storage.get_concurrency_info(VECTOR_STORE_POOL).claimed_slots
+    holders = {slot.run_id for slot in claimed}
+    if not holders:
+        return
+    for record in instance.get_run_records(RunsFilter(run_ids=list(holders))):
+        if record.dagster_run.is_finished:
+            storage.free_concurrency_slots_for_run(record.dagster_run.run_id)
