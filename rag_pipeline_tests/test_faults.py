@@ -27,7 +27,7 @@ from rag_pipeline.config import load_settings
 from rag_pipeline.faults import FAULT_ENV
 from rag_pipeline.locking import INDEX, HomeLocks
 from rag_pipeline.store import EmbeddedReplica
-from rag_pipeline_tests.conftest import IndexedPlaces
+from rag_pipeline_tests.conftest import Cli, IndexedPlaces
 from rag_pipeline_tests.index_state import inconsistencies, live_records
 from serving.retrieval import Retriever
 
@@ -154,6 +154,7 @@ def test_a_run_killed_at_any_point_leaves_a_whole_index_and_the_next_run_converg
     direct_documents: str,
     monkeypatch: pytest.MonkeyPatch,
     kill_at: Callable[..., dict[str, str]],
+    cli: Cli,
 ) -> None:
     monkeypatch.setenv("RAG_PIPELINE_INDEXING__DIRECT_DOCUMENTS", direct_documents)
     home, notes = workspace / "home", workspace / "notes"
@@ -186,37 +187,41 @@ def test_a_run_killed_at_any_point_leaves_a_whole_index_and_the_next_run_converg
         doubled = {doc: v for doc, v in _versions_per_document(answer).items() if len(v) > 1}
         assert not doubled, f"an answer held two versions: {doubled}"
 
-    assert _cli("index", "--home", home).returncode == 0
+    # Checked in this process (its encoders loaded once per test run): the kills are done.
+    assert cli("index", "--home", home).code == 0
     assert inconsistencies(home, on_disk) == []
     records = live_records(home)
     assert {doc_id for doc_id, r in records.items() if r.state == "indexed"} == set(on_disk)
     for doc_id, text in on_disk.items():  # status agrees with search
         marker = text.split("marker word is ")[1].split(".")[0]
-        hits = json.loads(_cli("query", marker, "--home", home, "--json", "--top-k", "1").stdout)
+        hits = cli("query", marker, "--home", home, "--json", "--top-k", "1").json()
         assert hits[0]["doc_id"] == doc_id and marker in hits[0]["text"]
 
 
 def test_a_collection_for_new_models_is_built_beside_the_live_one_which_answers_meanwhile(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch, kill_at: Callable[..., dict[str, str]]
+    workspace: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    kill_at: Callable[..., dict[str, str]],
+    cli: Cli,
 ) -> None:
     home = workspace / "home"
     before = {doc_id: r.indexed_version for doc_id, r in live_records(home).items()}
     # Another BM25 length is another sparse model: a new collection (and new versions).
     monkeypatch.setenv("RAG_PIPELINE_EMBEDDING__BM25_AVG_LEN", "60")
     assert _cli("index", "--home", home, fault=kill_at("after-commit:3")).returncode == -9
-    status = _cli("status", "--home", home).stdout
+    status = cli("status", "--home", home).out
     assert "being built (3 of 6 documents so far)" in status
     assert {doc_id: r.indexed_version for doc_id, r in live_records(home).items()} == before
     monkeypatch.delenv("RAG_PIPELINE_EMBEDDING__BM25_AVG_LEN")
-    hits = json.loads(_cli("query", "zeta3x0", "--home", home, "--json").stdout)
+    hits = cli("query", "zeta3x0", "--home", home, "--json").json()
     assert hits[0]["doc_id"] == "notes/note-3.md"  # the old collection, with its own models
 
     monkeypatch.setenv("RAG_PIPELINE_EMBEDDING__BM25_AVG_LEN", "60")
-    result = _cli("index", "--home", home)
-    assert "changed 3, unchanged 3" in result.stdout, result.stdout
+    result = cli("index", "--home", home)
+    assert "changed 3, unchanged 3" in result.out, result.out
     after = live_records(home)
     assert set(after) == set(before) and all(after[d].indexed_version != before[d] for d in before)
-    assert "being built" not in _cli("status", "--home", home).stdout
+    assert "being built" not in cli("status", "--home", home).out
     # The new shard, its lock and its verification record: one collection's; the old one gone.
     collections = {path.name.strip(".").split(".")[0] for path in (home / "qdrant").iterdir()}
     assert len(collections) == 1

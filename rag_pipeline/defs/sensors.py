@@ -20,7 +20,12 @@ from rag_pipeline.config import Settings, load_settings
 from rag_pipeline.defs.errors import RunsInProgress
 from rag_pipeline.defs.partitions import remove_other_workspaces_partitions
 from rag_pipeline.defs.planning import clear_the_way
-from rag_pipeline.defs.runs import TRIGGER_TAG, index_documents_job, plan_index_runs
+from rag_pipeline.defs.runs import (
+    TRIGGER_TAG,
+    fail_abandoned_runs,
+    index_documents_job,
+    plan_index_runs,
+)
 from rag_pipeline.indexing.planning import find_work
 from rag_pipeline.locking import LockTimeout, index_lock, lock_place
 from rag_pipeline.workspaces import list_workspaces
@@ -29,8 +34,12 @@ from rag_pipeline.workspaces import list_workspaces
 def _index_run_requests(instance: DagsterInstance, trigger: str) -> list[RunRequest] | SkipReason:
     """Runs for each workspace with changes and no run of its own queued or in progress (a
     run per ``indexing.run_documents`` documents)."""
-    workspaces = list_workspaces(load_settings())
+    settings = load_settings()
+    workspaces = list_workspaces(settings)
     remove_other_workspaces_partitions(instance, {workspace.id for workspace in workspaces})
+    # Before any workspace's lock, which a living run holds while it waits for the store's slot
+    # that a dead run may still hold: planning would skip until run monitoring freed it.
+    fail_abandoned_runs(instance, settings)
     requests, skipped = [], []
     for workspace in workspaces:
         planned = _index_run_requests_of(instance, workspace.settings, trigger)

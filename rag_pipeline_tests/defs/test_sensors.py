@@ -218,25 +218,32 @@ def test_a_run_whose_process_died_after_taking_the_lock_is_marked_failed(home: P
         assert instance.get_run_by_id(run_id).status == DagsterRunStatus.FAILURE
 
 
-def test_the_store_slot_of_a_run_that_ended_without_giving_it_back_is_freed(home: Path) -> None:
-    """A run that died writing the store and was failed by Dagster (its code server saw the
-    process exit), not by us, still holds the store's slot: the next look gives it back."""
+@pytest.mark.parametrize("failed_by_dagster", [True, False], ids=["failed", "left-started"])
+def test_a_dead_runs_store_slot_is_freed_by_the_sensor_while_a_waiting_run_holds_the_lock(
+    home: Path, watched: Path, failed_by_dagster: bool
+) -> None:
+    """A run died writing the store, holding the store's one slot; the next run waits for the
+    slot holding the workspace's indexing lock, so the sensor cannot plan. Its tick still marks
+    the dead run failed (unless Dagster's code server did, seeing its process exit) and gives
+    the slot back, rather than leaving every run waiting for run monitoring's next poll."""
     from rag_pipeline.defs.assets import VECTOR_STORE_POOL
-    from rag_pipeline.defs.runs import fail_abandoned_runs
 
     with get_instance(load_settings(home)) as instance:
         storage = instance.event_log_storage
         storage.set_concurrency_slots(VECTOR_STORE_POOL, 1)  # as the instance's default pool limit
         dead, living = _started_run(instance), _started_run(instance)
+        _hold_run_lock_in_a_process_that_ends(home, dead)
         for run_id in (dead, living):
             storage.claim_concurrency_slot(VECTOR_STORE_POOL, run_id, "qdrant_points")
-        holders = {
-            slot.run_id for slot in storage.get_concurrency_info(VECTOR_STORE_POOL).claimed_slots
-        }
-        assert holders == {dead}  # the pool holds one writer; the living run waits
-        instance.report_run_failed(instance.get_run_by_id(dead), "its process exited")
+        claimed = storage.get_concurrency_info(VECTOR_STORE_POOL).claimed_slots
+        assert [slot.run_id for slot in claimed] == [dead]  # one writer; the living run waits
+        if failed_by_dagster:
+            instance.report_run_failed(instance.get_run_by_id(dead), "its process exited")
         with run_lock(HomeLocks(home), living):
-            assert fail_abandoned_runs(instance, load_settings(home)) == []
+            result = watched_folders_sensor(build_sensor_context(instance=instance))
+            assert isinstance(result, SkipReason)
+            assert "in progress" in (result.skip_message or "")
+        assert instance.get_run_by_id(dead).status == DagsterRunStatus.FAILURE
         claim = storage.claim_concurrency_slot(VECTOR_STORE_POOL, living, "qdrant_points")
         assert claim.is_claimed  # the waiting run's next try takes it
 
