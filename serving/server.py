@@ -6,6 +6,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import socket
 import threading
 import time
 from types import TracebackType
@@ -43,10 +46,38 @@ def build_app(workspaces: ServedWorkspaces) -> FastAPI:
     )
 
 
+# How long requests under way (an answer being written) may take to end once `serve` is told to
+# stop: its index runs are stopped after them, all within 10 s.
+STOP_REQUESTS_SECONDS = 5
+
+
 def serve(workspaces: ServedWorkspaces, host: str, port: int) -> None:
-    """Serve until interrupted; refuses a host beyond loopback while nobody has to sign in."""
+    """Serve until Ctrl-C or SIGTERM; refuses a host beyond loopback while nobody has to sign
+    in."""
     check_binding(host, workspaces.authenticator.access)
-    uvicorn.run(build_app(workspaces), host=host, port=port, log_level="warning")
+    config = uvicorn.Config(
+        build_app(workspaces),
+        host=host,
+        port=port,
+        log_level="warning",
+        timeout_graceful_shutdown=STOP_REQUESTS_SECONDS,
+    )
+    # uvicorn shuts down on either signal, then raises it again: SIGTERM's default would end the
+    # process there, before the caller stops what it started; as an interrupt it returns here.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    with contextlib.suppress(KeyboardInterrupt):
+        _Server(config).run()
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, which ends Gradio's event streams as it shuts down (a heartbeat stream
+    per open page, which uvicorn would wait for)."""
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        for route in self.config.app.routes:
+            if isinstance(route, Mount) and hasattr(route.app, "stop_event"):
+                route.app.stop_event.set()
+        await super().shutdown(sockets)
 
 
 class BackgroundServer:
@@ -57,7 +88,7 @@ class BackgroundServer:
         self.workspaces = ServedWorkspaces(settings)
         self.app = build_app(self.workspaces)
         config = uvicorn.Config(self.app, host=host, port=port, log_level="warning")
-        self._server = uvicorn.Server(config)
+        self._server = _Server(config)
         self._thread = threading.Thread(target=self._server.run, name="web", daemon=True)
 
     @property
@@ -80,11 +111,6 @@ class BackgroundServer:
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
-        # Gradio keeps a heartbeat stream open per browser tab or client; end them, or
-        # uvicorn waits for them to close.
-        for route in self.app.routes:
-            if isinstance(route, Mount) and hasattr(route.app, "stop_event"):
-                route.app.stop_event.set()
         self._server.should_exit = True
         self._thread.join(timeout=30)
         self.workspaces.close()

@@ -3,15 +3,13 @@
 An :class:`~serving.assistant.Assistant` per workspace, opened at its first use; uploads into a
 workspace's upload folder, each file taken or refused on its own, through the workspace's own
 temporary folder, and indexed by the same pipeline in a child process
-(``rag-pipeline index --workspace …``: the page never runs Dagster itself).
+(:class:`~serving.indexing.BackgroundIndexing`).
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
-import subprocess
-import sys
 import threading
 import unicodedata
 import uuid
@@ -39,6 +37,7 @@ from rag_pipeline.workspaces import (
 from serving.access import Authenticator, User
 from serving.assistant import Assistant
 from serving.history import History
+from serving.indexing import BackgroundIndexing
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +71,7 @@ class ServedWorkspaces:
         self.authenticator = Authenticator(settings.root)
         self._assistants: dict[str, Assistant] = {}
         self._lock = threading.Lock()
-        self._indexing = _BackgroundIndexing(settings.root)
+        self._indexing = BackgroundIndexing(settings.root)
 
     # -- which workspaces --------------------------------------------------------------------
 
@@ -262,6 +261,7 @@ class ServedWorkspaces:
         return self._indexing.running(workspace_id)
 
     def close(self) -> None:
+        self._indexing.stop()
         with self._lock:
             assistants, self._assistants = list(self._assistants.values()), {}
         for assistant in assistants:
@@ -282,49 +282,3 @@ def safe_file_name(name: str) -> str:
     base = Path(name.replace("\\", "/")).name
     cleaned = "".join(c for c in base if unicodedata.category(c)[0] != "C").strip().lstrip(".")
     return cleaned[:200] or "upload"
-
-
-class _BackgroundIndexing:
-    """One ``rag-pipeline index`` child process per workspace at a time; a request while one
-    runs makes it run once more when it ends (the new files may have come too late for it)."""
-
-    def __init__(self, root: Path) -> None:
-        self._root = root
-        self._lock = threading.Lock()
-        self._busy: set[str] = set()
-        self._again: set[str] = set()
-
-    def request(self, workspace_id: str) -> None:
-        with self._lock:
-            if workspace_id in self._busy:
-                self._again.add(workspace_id)
-                return
-            self._busy.add(workspace_id)
-        threading.Thread(
-            target=self._run, args=(workspace_id,), name=f"index-{workspace_id}", daemon=True
-        ).start()
-
-    def running(self, workspace_id: str) -> bool:
-        with self._lock:
-            return workspace_id in self._busy
-
-    def _run(self, workspace_id: str) -> None:
-        command = [
-            sys.executable,
-            "-m",
-            "rag_pipeline.cli",
-            "index",
-            "--home",
-            str(self._root),
-            "--workspace",
-            workspace_id,
-        ]
-        while True:
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
-            if done.returncode != 0:
-                logger.error("indexing %s failed: %s", workspace_id, done.stderr[-2000:])
-            with self._lock:
-                if workspace_id not in self._again:
-                    self._busy.discard(workspace_id)
-                    return
-                self._again.discard(workspace_id)

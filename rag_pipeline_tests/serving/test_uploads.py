@@ -19,7 +19,8 @@ from rag_pipeline.config import UserSettings, load_settings
 from rag_pipeline.ids import DEFAULT_WORKSPACE
 from rag_pipeline.workspaces import create_workspace
 from rag_pipeline_tests.conftest import open_workspace
-from serving.access import User
+from rag_pipeline_tests.processes import processes_of, within
+from serving.access import LOCAL_USER, User
 from serving.server import BackgroundServer
 from serving.workspaces import NotAllowed, ServedWorkspaces
 
@@ -68,6 +69,24 @@ def test_a_mixed_upload_takes_its_good_files_and_says_why_it_refuses_each_other(
             assert catalog.documents(live.name)["uploads/note.md"].state == "indexed"
     finally:
         workspaces.close()
+
+
+@pytest.mark.slow  # an index run in a process of its own
+def test_closing_the_served_workspaces_stops_the_index_run_an_upload_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    monkeypatch.setenv("RAG_PIPELINE_HOME", str(home))  # each index run carries it
+    note = tmp_path / "note.md"
+    note.write_text(PELICANS, encoding="utf-8")
+    workspaces = ServedWorkspaces(load_settings(home))
+    try:
+        [upload] = workspaces.upload(LOCAL_USER, None, [("note.md", note)])
+        assert upload.path is not None
+        within(60, "an index run started", lambda: bool(processes_of(home)))
+    finally:
+        workspaces.close()
+    assert processes_of(home) == []
 
 
 @pytest.fixture
