@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
+import time
 import unicodedata
 import uuid
 from dataclasses import dataclass
@@ -40,6 +41,10 @@ from serving.history import History
 from serving.indexing import BackgroundIndexing
 
 logger = logging.getLogger(__name__)
+
+
+# A file being moved into an upload folder is named ``.<name><PARTIAL_SUFFIX>`` until whole.
+PARTIAL_SUFFIX = ".part"
 
 
 class NotAllowed(PermissionError):
@@ -72,6 +77,7 @@ class ServedWorkspaces:
         self._assistants: dict[str, Assistant] = {}
         self._lock = threading.Lock()
         self._indexing = BackgroundIndexing(settings.root)
+        self._clear_cut_short_uploads(time.time())
 
     # -- which workspaces --------------------------------------------------------------------
 
@@ -212,7 +218,7 @@ class ServedWorkspaces:
         either way (they are the request's, in a folder every upload shares)."""
         try:
             workspace = self.workspace(user, workspace_id)
-            incoming = workspace.settings.home / "serving" / "incoming" / uuid.uuid4().hex
+            incoming = _incoming_folder(workspace) / uuid.uuid4().hex
             try:
                 uploads = [
                     self._taken(workspace, incoming, name, path, number)
@@ -251,10 +257,25 @@ class ServedWorkspaces:
         folder.mkdir(parents=True, exist_ok=True)
         target = folder / stored
         # Moved under a hidden name, then renamed: a run never reads half a file.
-        partial = folder / f".{stored}.part"
+        partial = folder / f".{stored}{PARTIAL_SUFFIX}"
         shutil.move(staged, partial)
         partial.replace(target)
         return Upload(name, target)
+
+    def _clear_cut_short_uploads(self, started: float) -> None:
+        """Remove what uploads cut short by a server's end (a kill) left: each request's files
+        in the temporary folder (some maybe half copied), a file half moved into the upload
+        folder. Removed, not indexed: no answer told the sender they were received. Only what
+        is older than ``started``: never an upload under way."""
+        for workspace in list_workspaces(self.settings):
+            incoming = _incoming_folder(workspace)
+            requests = incoming.iterdir() if incoming.is_dir() else []
+            for request in requests:
+                if request.stat().st_mtime < started:
+                    shutil.rmtree(request, ignore_errors=True)
+            for partial in workspace.settings.upload_folder.glob(f".*{PARTIAL_SUFFIX}"):
+                if partial.stat().st_mtime < started:
+                    partial.unlink(missing_ok=True)
 
     def indexing(self, workspace_id: str) -> bool:
         """Whether an indexing run the page started for the workspace is under way."""
@@ -266,6 +287,11 @@ class ServedWorkspaces:
             assistants, self._assistants = list(self._assistants.values()), {}
         for assistant in assistants:
             assistant.close()
+
+
+def _incoming_folder(workspace: Workspace) -> Path:
+    """The workspace's temporary folder for uploads: a folder in it per request."""
+    return workspace.settings.home / "serving" / "incoming"
 
 
 def indexed_documents(settings: Settings) -> int:

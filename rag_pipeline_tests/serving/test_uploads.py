@@ -4,6 +4,7 @@ one; through the served workspaces, the page's API and in Chromium."""
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from rag_pipeline_tests.conftest import open_workspace
 from rag_pipeline_tests.processes import processes_of, within
 from serving.access import LOCAL_USER, User
 from serving.server import BackgroundServer
-from serving.workspaces import NotAllowed, ServedWorkspaces
+from serving.workspaces import PARTIAL_SUFFIX, NotAllowed, ServedWorkspaces
 
 PELICANS = "# Pelicans\n\nPelicans scoop fish into their throat pouch.\n"
 
@@ -87,6 +88,27 @@ def test_closing_the_served_workspaces_stops_the_index_run_an_upload_started(
     finally:
         workspaces.close()
     assert processes_of(home) == []
+
+
+def test_a_server_starting_removes_what_uploads_cut_short_by_a_kill_left_behind(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    settings = load_settings(home)
+    incoming, uploads = home / "serving" / "incoming", settings.upload_folder
+    # As a kill -9 leaves them: a request's files half copied out of Gradio's folder, and a
+    # file half moved into the upload folder.
+    (incoming / "cut-short").mkdir(parents=True)
+    (incoming / "cut-short" / "pelicans.md").write_text(PELICANS[:10], encoding="utf-8")
+    uploads.mkdir(parents=True)
+    (uploads / f".herons.md{PARTIAL_SUFFIX}").write_text("# Her", encoding="utf-8")
+    # One newer than the start (an upload under way) stays.
+    (incoming / "under-way").mkdir()
+    later = time.time() + 60
+    os.utime(incoming / "under-way", (later, later))
+    with BackgroundServer(settings):
+        assert [path.name for path in incoming.iterdir()] == ["under-way"]
+        assert list(uploads.iterdir()) == []
 
 
 @pytest.fixture
