@@ -23,6 +23,12 @@ from serving.api import api_routes
 from serving.page import PAGE_CSS, build_page, gr
 from serving.workspaces import ServedWorkspaces
 
+# Gradio refuses a whole batch when one of its files is over Gradio's limit (in the browser,
+# before sending, and in its upload route). serving.max_upload_mb is checked per file instead
+# (ServedWorkspaces.upload, each refusal with its reason), so Gradio's limit is a hard cap this
+# many times above it: no file much larger reaches the disk.
+UPLOAD_HARD_CAP = 4
+
 
 def build_app(workspaces: ServedWorkspaces) -> FastAPI:
     app = FastAPI(title="rag-pipeline", docs_url="/api/docs", openapi_url="/api/openapi.json")
@@ -39,7 +45,9 @@ def build_app(workspaces: ServedWorkspaces) -> FastAPI:
         app,
         page,
         path="/",
-        max_file_size=round(workspaces.settings.serving.max_upload_mb * gr.FileSize.MB),
+        max_file_size=round(
+            workspaces.settings.serving.max_upload_mb * UPLOAD_HARD_CAP * gr.FileSize.MB
+        ),
         css=PAGE_CSS,
         footer_links=["api"],
         theme=gr.themes.Default(font=["system-ui", "sans-serif"]),  # no web fonts: offline

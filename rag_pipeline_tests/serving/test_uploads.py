@@ -145,21 +145,25 @@ def test_in_a_browser_a_mixed_upload_indexes_its_good_file_and_leaves_no_copy_be
     note, program = tmp_path / f"pelicans-{tag}.md", tmp_path / f"run-{tag}.exe"
     note.write_text(PELICANS, "utf-8")
     program.write_bytes(b"MZ")
-    big = tmp_path / "huge.md"
-    big.write_text("# Huge\n\n" + "word " * 10_000, "utf-8")
+    big, huge = tmp_path / f"big-{tag}.md", tmp_path / "huge.md"
+    big.write_text("# Big\n\n" + "word " * 5_000, "utf-8")  # 25 KB: over the limit
+    huge.write_text("# Huge\n\n" + "word " * 20_000, "utf-8")  # 100 KB: over the hard cap
     page = browser.new_page()
     page.goto(url + "/")
     open_workspace(page)
     page.get_by_text("Sources", exact=True).click()
-    page.locator("#upload input[type=file]").set_input_files(str(big))
+    page.locator("#upload input[type=file]").set_input_files(str(huge))
     error = page.locator(".toast-body").filter(has_text="huge.md")
-    error.wait_for(timeout=30_000)  # Gradio's own check, from serving.max_upload_mb
-    assert "exceed the maximum allowed size of 20.5 Kb" in error.inner_text()
+    error.wait_for(timeout=30_000)  # Gradio's own check, four times serving.max_upload_mb
+    assert "exceed the maximum allowed size of 81.9 Kb" in error.inner_text()
 
-    page.locator("#upload input[type=file]").set_input_files([str(note), str(program)])
+    page.locator("#upload input[type=file]").set_input_files([str(note), str(program), str(big)])
     outcomes = page.locator("#upload-outcomes")
     expect(outcomes.locator(f"[data-upload='run-{tag}.exe']")).to_have_text(
         f"run-{tag}.exe refused: not a kind of document this index reads", timeout=30_000
+    )
+    expect(outcomes.locator(f"[data-upload='{big.name}']")).to_have_text(
+        f"{big.name} refused: larger than 0.02 MB"
     )
     received = outcomes.locator(f"[data-upload='{note.name}']")
     expect(received).to_have_text(f"{note.name} received, indexing…")
