@@ -6,6 +6,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import socket
 import threading
 import time
 from types import TracebackType
@@ -19,6 +22,12 @@ from serving.access import AccessMiddleware, check_binding, sign_in_routes
 from serving.api import api_routes
 from serving.page import PAGE_CSS, build_page, gr
 from serving.workspaces import ServedWorkspaces
+
+# Gradio refuses a whole batch when one of its files is over Gradio's limit (in the browser,
+# before sending, and in its upload route). serving.max_upload_mb is checked per file instead
+# (ServedWorkspaces.upload, each refusal with its reason), so Gradio's limit is a hard cap this
+# many times above it: no file much larger reaches the disk.
+UPLOAD_HARD_CAP = 4
 
 
 def build_app(workspaces: ServedWorkspaces) -> FastAPI:
@@ -36,17 +45,47 @@ def build_app(workspaces: ServedWorkspaces) -> FastAPI:
         app,
         page,
         path="/",
-        max_file_size=round(workspaces.settings.serving.max_upload_mb * gr.FileSize.MB),
+        max_file_size=round(
+            workspaces.settings.serving.max_upload_mb * UPLOAD_HARD_CAP * gr.FileSize.MB
+        ),
         css=PAGE_CSS,
         footer_links=["api"],
         theme=gr.themes.Default(font=["system-ui", "sans-serif"]),  # no web fonts: offline
     )
 
 
+# How long requests under way (an answer being written) may take to end once `serve` is told to
+# stop: its index runs are stopped after them, all within 10 s.
+STOP_REQUESTS_SECONDS = 5
+
+
 def serve(workspaces: ServedWorkspaces, host: str, port: int) -> None:
-    """Serve until interrupted; refuses a host beyond loopback while nobody has to sign in."""
+    """Serve until Ctrl-C or SIGTERM; refuses a host beyond loopback while nobody has to sign
+    in."""
     check_binding(host, workspaces.authenticator.access)
-    uvicorn.run(build_app(workspaces), host=host, port=port, log_level="warning")
+    config = uvicorn.Config(
+        build_app(workspaces),
+        host=host,
+        port=port,
+        log_level="warning",
+        timeout_graceful_shutdown=STOP_REQUESTS_SECONDS,
+    )
+    # uvicorn shuts down on either signal, then raises it again: SIGTERM's default would end the
+    # process there, before the caller stops what it started; as an interrupt it returns here.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    with contextlib.suppress(KeyboardInterrupt):
+        _Server(config).run()
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, which ends Gradio's event streams as it shuts down (a heartbeat stream
+    per open page, which uvicorn would wait for)."""
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        for route in self.config.app.routes:
+            if isinstance(route, Mount) and hasattr(route.app, "stop_event"):
+                route.app.stop_event.set()
+        await super().shutdown(sockets)
 
 
 class BackgroundServer:
@@ -57,7 +96,7 @@ class BackgroundServer:
         self.workspaces = ServedWorkspaces(settings)
         self.app = build_app(self.workspaces)
         config = uvicorn.Config(self.app, host=host, port=port, log_level="warning")
-        self._server = uvicorn.Server(config)
+        self._server = _Server(config)
         self._thread = threading.Thread(target=self._server.run, name="web", daemon=True)
 
     @property
@@ -80,11 +119,6 @@ class BackgroundServer:
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
-        # Gradio keeps a heartbeat stream open per browser tab or client; end them, or
-        # uvicorn waits for them to close.
-        for route in self.app.routes:
-            if isinstance(route, Mount) and hasattr(route.app, "stop_event"):
-                route.app.stop_event.set()
         self._server.should_exit = True
         self._thread.join(timeout=30)
         self.workspaces.close()

@@ -3,16 +3,15 @@
 An :class:`~serving.assistant.Assistant` per workspace, opened at its first use; uploads into a
 workspace's upload folder, each file taken or refused on its own, through the workspace's own
 temporary folder, and indexed by the same pipeline in a child process
-(``rag-pipeline index --workspace …``: the page never runs Dagster itself).
+(:class:`~serving.indexing.BackgroundIndexing`).
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
-import subprocess
-import sys
 import threading
+import time
 import unicodedata
 import uuid
 from dataclasses import dataclass
@@ -39,8 +38,13 @@ from rag_pipeline.workspaces import (
 from serving.access import Authenticator, User
 from serving.assistant import Assistant
 from serving.history import History
+from serving.indexing import BackgroundIndexing
 
 logger = logging.getLogger(__name__)
+
+
+# A file being moved into an upload folder is named ``.<name><PARTIAL_SUFFIX>`` until whole.
+PARTIAL_SUFFIX = ".part"
 
 
 class NotAllowed(PermissionError):
@@ -72,7 +76,8 @@ class ServedWorkspaces:
         self.authenticator = Authenticator(settings.root)
         self._assistants: dict[str, Assistant] = {}
         self._lock = threading.Lock()
-        self._indexing = _BackgroundIndexing(settings.root)
+        self._indexing = BackgroundIndexing(settings.root)
+        self._clear_cut_short_uploads(time.time())
 
     # -- which workspaces --------------------------------------------------------------------
 
@@ -213,7 +218,7 @@ class ServedWorkspaces:
         either way (they are the request's, in a folder every upload shares)."""
         try:
             workspace = self.workspace(user, workspace_id)
-            incoming = workspace.settings.home / "serving" / "incoming" / uuid.uuid4().hex
+            incoming = _incoming_folder(workspace) / uuid.uuid4().hex
             try:
                 uploads = [
                     self._taken(workspace, incoming, name, path, number)
@@ -252,20 +257,41 @@ class ServedWorkspaces:
         folder.mkdir(parents=True, exist_ok=True)
         target = folder / stored
         # Moved under a hidden name, then renamed: a run never reads half a file.
-        partial = folder / f".{stored}.part"
+        partial = folder / f".{stored}{PARTIAL_SUFFIX}"
         shutil.move(staged, partial)
         partial.replace(target)
         return Upload(name, target)
+
+    def _clear_cut_short_uploads(self, started: float) -> None:
+        """Remove what uploads cut short by a server's end (a kill) left: each request's files
+        in the temporary folder (some maybe half copied), a file half moved into the upload
+        folder. Removed, not indexed: no answer told the sender they were received. Only what
+        is older than ``started``: never an upload under way."""
+        for workspace in list_workspaces(self.settings):
+            incoming = _incoming_folder(workspace)
+            requests = incoming.iterdir() if incoming.is_dir() else []
+            for request in requests:
+                if request.stat().st_mtime < started:
+                    shutil.rmtree(request, ignore_errors=True)
+            for partial in workspace.settings.upload_folder.glob(f".*{PARTIAL_SUFFIX}"):
+                if partial.stat().st_mtime < started:
+                    partial.unlink(missing_ok=True)
 
     def indexing(self, workspace_id: str) -> bool:
         """Whether an indexing run the page started for the workspace is under way."""
         return self._indexing.running(workspace_id)
 
     def close(self) -> None:
+        self._indexing.stop()
         with self._lock:
             assistants, self._assistants = list(self._assistants.values()), {}
         for assistant in assistants:
             assistant.close()
+
+
+def _incoming_folder(workspace: Workspace) -> Path:
+    """The workspace's temporary folder for uploads: a folder in it per request."""
+    return workspace.settings.home / "serving" / "incoming"
 
 
 def indexed_documents(settings: Settings) -> int:
@@ -282,49 +308,3 @@ def safe_file_name(name: str) -> str:
     base = Path(name.replace("\\", "/")).name
     cleaned = "".join(c for c in base if unicodedata.category(c)[0] != "C").strip().lstrip(".")
     return cleaned[:200] or "upload"
-
-
-class _BackgroundIndexing:
-    """One ``rag-pipeline index`` child process per workspace at a time; a request while one
-    runs makes it run once more when it ends (the new files may have come too late for it)."""
-
-    def __init__(self, root: Path) -> None:
-        self._root = root
-        self._lock = threading.Lock()
-        self._busy: set[str] = set()
-        self._again: set[str] = set()
-
-    def request(self, workspace_id: str) -> None:
-        with self._lock:
-            if workspace_id in self._busy:
-                self._again.add(workspace_id)
-                return
-            self._busy.add(workspace_id)
-        threading.Thread(
-            target=self._run, args=(workspace_id,), name=f"index-{workspace_id}", daemon=True
-        ).start()
-
-    def running(self, workspace_id: str) -> bool:
-        with self._lock:
-            return workspace_id in self._busy
-
-    def _run(self, workspace_id: str) -> None:
-        command = [
-            sys.executable,
-            "-m",
-            "rag_pipeline.cli",
-            "index",
-            "--home",
-            str(self._root),
-            "--workspace",
-            workspace_id,
-        ]
-        while True:
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
-            if done.returncode != 0:
-                logger.error("indexing %s failed: %s", workspace_id, done.stderr[-2000:])
-            with self._lock:
-                if workspace_id not in self._again:
-                    self._busy.discard(workspace_id)
-                    return
-                self._again.discard(workspace_id)

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,42 +16,7 @@ from rag_pipeline.config import load_settings
 from rag_pipeline.defs.direct import TRIGGER_METADATA
 from rag_pipeline.defs.instance import get_instance
 from rag_pipeline_tests.conftest import Cli
-
-
-def _within(seconds: float, what: str, condition: Callable[[], bool]) -> float:
-    """How long ``condition`` took to hold; fails after ``seconds``."""
-    started = time.monotonic()
-    while not condition():
-        assert time.monotonic() - started < seconds, f"not within {seconds:g} s: {what}"
-        time.sleep(0.2)
-    return time.monotonic() - started
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
-
-
-def _processes_of(home: Path) -> list[int]:
-    """Processes started for ``home`` by `ui` (each has it in its environment)."""
-    marker = f"RAG_PIPELINE_HOME={home}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and marker in (entry / "environ").read_bytes().split(b"\0"):
-                found.append(int(entry.name))
-        except OSError:  # ended meanwhile, or not ours to read
-            continue
-    return found
+from rag_pipeline_tests.processes import answers, free_port, processes_of, within
 
 
 @pytest.mark.slow
@@ -63,7 +25,7 @@ def test_ui_indexes_a_dropped_file_as_it_settles_shows_it_in_dagster_and_stops_w
     cli: Cli, home: Path, source: Path, tmp_path: Path
 ) -> None:
     assert cli("index", "--home", home, "--source", source).code == 0
-    port = _free_port()
+    port = free_port()
     environment = os.environ | {
         "RAG_PIPELINE_INDEXING__WATCH_SETTLE_MS": "500",
         "RAG_PIPELINE_INDEXING__SENSOR_SECONDS": "3600",  # not the sensor's tick: the watcher
@@ -74,10 +36,10 @@ def test_ui_indexes_a_dropped_file_as_it_settles_shows_it_in_dagster_and_stops_w
             [*command, "--port", str(port)], env=environment, stdout=log, stderr=log
         )
         try:
-            _within(180, "the Dagster UI up", lambda: _answers(f"http://127.0.0.1:{port}/"))
+            within(180, "the Dagster UI up", lambda: answers(f"http://127.0.0.1:{port}/"))
             time.sleep(2)  # the watcher's first pass and its watch set up
             (source / "heron.md").write_text("# Herons\n\nHerons stand still in water.\n")
-            seconds = _within(
+            seconds = within(
                 30,
                 "the dropped file searchable",
                 lambda: '"docs/heron.md"' in cli("query", "herons", "--home", home, "--json").out,
@@ -92,11 +54,11 @@ def test_ui_indexes_a_dropped_file_as_it_settles_shows_it_in_dagster_and_stops_w
                     return {}
                 return {name: value.value for name, value in shown.metadata.items()}
 
-            _within(30, "shown in Dagster", lambda: bool(materialized()))
+            within(30, "shown in Dagster", lambda: bool(materialized()))
             assert materialized()[TRIGGER_METADATA] == "watch"
-            assert _processes_of(home), "the UI's processes carry the home"
+            assert processes_of(home), "the UI's processes carry the home"
         finally:
             ui.send_signal(signal.SIGTERM)
             code = ui.wait(timeout=90)
     assert code == 0, (tmp_path / "ui.log").read_text(errors="replace")[-3000:]
-    _within(10, "every process of the UI gone", lambda: not _processes_of(home))
+    within(10, "every process of the UI gone", lambda: not processes_of(home))

@@ -4,6 +4,7 @@ one; through the served workspaces, the page's API and in Chromium."""
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,9 +20,10 @@ from rag_pipeline.config import UserSettings, load_settings
 from rag_pipeline.ids import DEFAULT_WORKSPACE
 from rag_pipeline.workspaces import create_workspace
 from rag_pipeline_tests.conftest import open_workspace
-from serving.access import User
+from rag_pipeline_tests.processes import processes_of, within
+from serving.access import LOCAL_USER, User
 from serving.server import BackgroundServer
-from serving.workspaces import NotAllowed, ServedWorkspaces
+from serving.workspaces import PARTIAL_SUFFIX, NotAllowed, ServedWorkspaces
 
 PELICANS = "# Pelicans\n\nPelicans scoop fish into their throat pouch.\n"
 
@@ -70,6 +72,45 @@ def test_a_mixed_upload_takes_its_good_files_and_says_why_it_refuses_each_other(
         workspaces.close()
 
 
+@pytest.mark.slow  # an index run in a process of its own
+def test_closing_the_served_workspaces_stops_the_index_run_an_upload_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    monkeypatch.setenv("RAG_PIPELINE_HOME", str(home))  # each index run carries it
+    note = tmp_path / "note.md"
+    note.write_text(PELICANS, encoding="utf-8")
+    workspaces = ServedWorkspaces(load_settings(home))
+    try:
+        [upload] = workspaces.upload(LOCAL_USER, None, [("note.md", note)])
+        assert upload.path is not None
+        within(60, "an index run started", lambda: bool(processes_of(home)))
+    finally:
+        workspaces.close()
+    assert processes_of(home) == []
+
+
+def test_a_server_starting_removes_what_uploads_cut_short_by_a_kill_left_behind(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    settings = load_settings(home)
+    incoming, uploads = home / "serving" / "incoming", settings.upload_folder
+    # As a kill -9 leaves them: a request's files half copied out of Gradio's folder, and a
+    # file half moved into the upload folder.
+    (incoming / "cut-short").mkdir(parents=True)
+    (incoming / "cut-short" / "pelicans.md").write_text(PELICANS[:10], encoding="utf-8")
+    uploads.mkdir(parents=True)
+    (uploads / f".herons.md{PARTIAL_SUFFIX}").write_text("# Her", encoding="utf-8")
+    # One newer than the start (an upload under way) stays.
+    (incoming / "under-way").mkdir()
+    later = time.time() + 60
+    os.utime(incoming / "under-way", (later, later))
+    with BackgroundServer(settings):
+        assert [path.name for path in incoming.iterdir()] == ["under-way"]
+        assert list(uploads.iterdir()) == []
+
+
 @pytest.fixture
 def uploading(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """A served home whose default workspace takes uploads of at most 20 KB: (url, home)."""
@@ -104,21 +145,25 @@ def test_in_a_browser_a_mixed_upload_indexes_its_good_file_and_leaves_no_copy_be
     note, program = tmp_path / f"pelicans-{tag}.md", tmp_path / f"run-{tag}.exe"
     note.write_text(PELICANS, "utf-8")
     program.write_bytes(b"MZ")
-    big = tmp_path / "huge.md"
-    big.write_text("# Huge\n\n" + "word " * 10_000, "utf-8")
+    big, huge = tmp_path / f"big-{tag}.md", tmp_path / "huge.md"
+    big.write_text("# Big\n\n" + "word " * 5_000, "utf-8")  # 25 KB: over the limit
+    huge.write_text("# Huge\n\n" + "word " * 20_000, "utf-8")  # 100 KB: over the hard cap
     page = browser.new_page()
     page.goto(url + "/")
     open_workspace(page)
     page.get_by_text("Sources", exact=True).click()
-    page.locator("#upload input[type=file]").set_input_files(str(big))
+    page.locator("#upload input[type=file]").set_input_files(str(huge))
     error = page.locator(".toast-body").filter(has_text="huge.md")
-    error.wait_for(timeout=30_000)  # Gradio's own check, from serving.max_upload_mb
-    assert "exceed the maximum allowed size of 20.5 Kb" in error.inner_text()
+    error.wait_for(timeout=30_000)  # Gradio's own check, four times serving.max_upload_mb
+    assert "exceed the maximum allowed size of 81.9 Kb" in error.inner_text()
 
-    page.locator("#upload input[type=file]").set_input_files([str(note), str(program)])
+    page.locator("#upload input[type=file]").set_input_files([str(note), str(program), str(big)])
     outcomes = page.locator("#upload-outcomes")
     expect(outcomes.locator(f"[data-upload='run-{tag}.exe']")).to_have_text(
         f"run-{tag}.exe refused: not a kind of document this index reads", timeout=30_000
+    )
+    expect(outcomes.locator(f"[data-upload='{big.name}']")).to_have_text(
+        f"{big.name} refused: larger than 0.02 MB"
     )
     received = outcomes.locator(f"[data-upload='{note.name}']")
     expect(received).to_have_text(f"{note.name} received, indexing…")
