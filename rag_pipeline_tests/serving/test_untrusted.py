@@ -17,7 +17,7 @@ from rag_pipeline.config import Settings, load_settings
 from rag_pipeline_tests.conftest import ask_on_the_page, open_workspace
 from rag_pipeline_tests.documents import text_picture, two_column_pdf
 from rag_pipeline_tests.index_state import live_chunks
-from serving.server import BackgroundServer
+from serving.server import UPLOAD_HARD_CAP, BackgroundServer
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
@@ -220,14 +220,19 @@ def test_the_page_refuses_a_too_long_question_clearly(served: str) -> None:
         client.close()
 
 
-def test_an_upload_larger_than_the_limit_is_refused(served: str) -> None:
-    limit = round(MAX_UPLOAD_MB * 1024 * 1024)
-    small = httpx.post(f"{served}/gradio_api/upload", files={"files": ("a.png", b"x" * 1000)})
-    assert small.status_code == 200
-    large = httpx.post(
-        f"{served}/gradio_api/upload", files={"files": ("b.png", b"x" * (limit + 1))}
+def test_an_upload_over_the_hard_cap_is_refused_by_the_upload_route(served: str) -> None:
+    """Over serving.max_upload_mb a file is refused on its own by the workspace (see
+    test_uploads); over the hard cap Gradio's upload route refuses it before it reaches disk."""
+    cap = round(MAX_UPLOAD_MB * UPLOAD_HARD_CAP * 1024 * 1024)
+    over_the_limit = httpx.post(
+        f"{served}/gradio_api/upload", files={"files": ("a.png", b"x" * (cap // 2))}
     )
-    assert large.status_code == 413 and f"maximum allowed size of {limit} bytes" in large.text
+    assert over_the_limit.status_code == 200
+    over_the_cap = httpx.post(
+        f"{served}/gradio_api/upload", files={"files": ("b.png", b"x" * (cap + 1))}
+    )
+    assert over_the_cap.status_code == 413
+    assert f"maximum allowed size of {cap} bytes" in over_the_cap.text
 
 
 def test_search_results_show_no_server_path(served: str, untrusted: Settings) -> None:
