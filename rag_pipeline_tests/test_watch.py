@@ -12,10 +12,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from dagster import AssetKey
 
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.cli import main
 from rag_pipeline.config import Settings, load_settings
+from rag_pipeline.defs.direct import TRIGGER_METADATA
+from rag_pipeline.defs.instance import get_instance
+from rag_pipeline.indexing.direct import unreported_runs_folder
 from rag_pipeline.orchestration.incremental import IndexOutcome
 from rag_pipeline.orchestration.watch import watch
 from rag_pipeline.workspaces import Workspace
@@ -66,12 +70,17 @@ def _within(seconds: float, condition: Callable[[], bool]) -> float:
     return time.monotonic() - started
 
 
+def _drop_a_note(settings: Settings, source: Path) -> None:
+    """heron.md written into the watched folder, and waited for until it is searchable."""
+    (source / "heron.md").write_text("# Herons\n\nHerons stand still in water.\n", "utf-8")
+    _within(30, lambda: "docs/heron.md" in _indexed(settings))
+
+
 def test_a_dropped_file_is_indexed_once_it_settles_and_a_deleted_one_goes(
     watching: tuple[Settings, list[IndexOutcome]], source: Path
 ) -> None:
     settings, passes = watching
-    (source / "heron.md").write_text("# Herons\n\nHerons stand still in water.\n", "utf-8")
-    _within(30, lambda: "docs/heron.md" in _indexed(settings))
+    _drop_a_note(settings, source)
 
     # Written in pieces, each sooner than the settle time after the last: indexed once, whole.
     before = len(passes)
@@ -95,6 +104,23 @@ def test_a_dropped_file_is_indexed_once_it_settles_and_a_deleted_one_goes(
 
     (source / "heron.md").unlink()
     _within(30, lambda: "docs/heron.md" not in _indexed(settings))
+
+
+def test_a_pass_without_dagster_is_shown_in_dagster_while_the_watcher_waits(
+    watching: tuple[Settings, list[IndexOutcome]], source: Path
+) -> None:
+    """Reported as it happens, so that a burst's run does not first report a backlog."""
+    settings, _ = watching
+    _drop_a_note(settings, source)
+
+    # The pass's record, and that of the fixture's `index` run without Dagster, reported; only
+    # then is Dagster opened here (two first openings at once race to create its tables).
+    _within(30, lambda: not list(unreported_runs_folder(settings).glob("*.json")))
+    with get_instance(settings) as instance:
+        event = instance.get_latest_materialization_event(AssetKey("qdrant_points"))
+    shown = event.asset_materialization if event else None
+    assert shown is not None and shown.partition == "docs/heron.md"
+    assert shown.metadata[TRIGGER_METADATA].value == "watch"
 
 
 def test_the_watch_command_stops_on_sigterm_after_a_dagster_run(

@@ -150,8 +150,7 @@ def ui_command(args: argparse.Namespace) -> int:
         if args.no_watch:
             stop.wait()
         else:
-            # A pass through the direct path is shown in Dagster at once, not at the next tick.
-            watch(settings, stop, on_pass=lambda *_: report_every_workspace(settings))
+            watch(settings, stop)  # which shows a pass through the direct path in Dagster at once
     finally:
         ended_by_itself = dagster.poll() is not None
         if not ended_by_itself:

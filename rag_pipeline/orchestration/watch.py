@@ -3,11 +3,13 @@
 The watched folders of every workspace are watched for file-system events (``watchfiles``:
 inotify and its kin, or polling where events are not delivered). Once they have been quiet for
 ``indexing.watch_settle_ms``, each workspace with a change gets one incremental pass
-(:func:`index_once`): a few documents through the direct path (recorded in Dagster afterwards),
-more as a run. Idle, it waits on the events and costs nothing; a full pass every
-``indexing.watch_rescan_seconds`` catches what no event told of. A folder that disappears keeps
-its documents, as in any pass; the list of folders and workspaces is read again after each
-pass, so a folder added or a workspace created is watched from then on.
+(:func:`index_once`): a few documents through the direct path, more as a run. What a pass
+indexed without Dagster is reported to Dagster right after it, while the watcher waits for the
+next change: shown at once, and not left for a burst's run to report first. Idle, it waits on
+the events and costs nothing; a full pass every ``indexing.watch_rescan_seconds`` catches what
+no event told of. A folder that disappears keeps its documents, as in any pass; the list of
+folders and workspaces is read again after each pass, so a folder added or a workspace created
+is watched from then on.
 """
 
 from __future__ import annotations
@@ -32,47 +34,76 @@ def watch(settings: Settings, stop: threading.Event, on_pass: Passed | None = No
 
     indexing = settings.indexing
     rescan_ms = int(indexing.watch_rescan_seconds * 1000)
-    while not stop.is_set():
-        workspaces = list_workspaces(settings)
-        _pass(workspaces, on_pass)  # what changed while nobody watched
-        folders = _folders(workspaces)
-        if not folders:
-            stop.wait(indexing.watch_settle_ms / 1000)
-            continue
-        for changes in file_events(
-            *folders,
-            step=indexing.watch_settle_ms,
-            debounce=max(indexing.watch_settle_ms * 10, 60_000),
-            stop_event=stop,
-            rust_timeout=rescan_ms,
-            yield_on_timeout=True,
-            force_polling=indexing.watch_polling,
-            ignore_permission_denied=True,
-        ):
-            if not changes:  # the rescan's time: a full pass, folders read again
-                break
-            changed = [Path(path) for _, path in changes]
-            touched = [
-                workspace
-                for workspace in workspaces
-                if any(_inside(path, workspace.settings.watched_folders) for path in changed)
-            ]
-            _pass(touched, on_pass)
-            if _folders(list_workspaces(settings)) != folders:
-                break  # a folder or workspace came or went: watch the new set
+    passes = _Passes(settings, on_pass)
+    try:
+        while not stop.is_set():
+            workspaces = list_workspaces(settings)
+            passes.run(workspaces)  # what changed while nobody watched
+            folders = _folders(workspaces)
+            if not folders:
+                stop.wait(indexing.watch_settle_ms / 1000)
+                continue
+            for changes in file_events(
+                *folders,
+                step=indexing.watch_settle_ms,
+                debounce=max(indexing.watch_settle_ms * 10, 60_000),
+                stop_event=stop,
+                rust_timeout=rescan_ms,
+                yield_on_timeout=True,
+                force_polling=indexing.watch_polling,
+                ignore_permission_denied=True,
+            ):
+                if not changes:  # the rescan's time: a full pass, folders read again
+                    break
+                changed = [Path(path) for _, path in changes]
+                touched = [
+                    workspace
+                    for workspace in workspaces
+                    if any(_inside(path, workspace.settings.watched_folders) for path in changed)
+                ]
+                passes.run(touched)
+                if _folders(list_workspaces(settings)) != folders:
+                    break  # a folder or workspace came or went: watch the new set
+    finally:
+        _wait_for(passes.reporting)
 
 
-def _pass(workspaces: list[Workspace], on_pass: Passed | None) -> None:
-    """A pass over ``workspaces``, in a thread of its own: a Dagster run in the main thread would
+class _Passes:
+    """The watcher's passes, each in a thread of its own: a Dagster run in the main thread would
     take over the process's signal handlers and swallow the SIGTERM meant to stop the watcher
-    (which then ends once the pass is over)."""
-    worker = threading.Thread(target=_index_each, args=(workspaces, on_pass), name="watch-pass")
-    worker.start()
-    while worker.is_alive():
-        worker.join(0.5)
+    (which then ends once the pass is over). A pass that indexed something is followed by its
+    report to Dagster in another thread, which the watcher does not wait for: it overlaps the
+    settling of the next change, and the next pass waits for it instead."""
+
+    def __init__(self, settings: Settings, on_pass: Passed | None) -> None:
+        self.settings = settings
+        self.on_pass = on_pass
+        self.reporting: threading.Thread | None = None
+
+    def run(self, workspaces: list[Workspace]) -> None:
+        _wait_for(self.reporting)  # the report holds the workspaces' indexing locks
+        self.reporting = None
+        indexed: list[Workspace] = []
+        _wait_for(_started("watch-pass", _index_each, workspaces, self.on_pass, indexed))
+        if indexed:
+            self.reporting = _started("watch-report", _report, self.settings)
 
 
-def _index_each(workspaces: list[Workspace], on_pass: Passed | None) -> None:
+def _started(name: str, target: Callable[..., None], *args: object) -> threading.Thread:
+    thread = threading.Thread(target=target, args=args, name=name)
+    thread.start()
+    return thread
+
+
+def _wait_for(thread: threading.Thread | None) -> None:
+    """Join ``thread`` in short waits: the main thread must still see a signal meanwhile."""
+    while thread is not None and thread.is_alive():
+        thread.join(0.5)
+
+
+def _index_each(
+    workspaces: list[Workspace], on_pass: Passed | None, indexed: list[Workspace]
+) -> None:
     for workspace in workspaces:
         try:
             outcome = index_once(workspace.settings, trigger="watch")
@@ -81,6 +112,7 @@ def _index_each(workspaces: list[Workspace], on_pass: Passed | None) -> None:
             continue
         diff = outcome.diff
         if diff.to_process:
+            indexed.append(workspace)
             logger.info(
                 "watch: %s: added %d, changed %d, deleted %d, failed %d in %.1f s",
                 workspace.name,
@@ -92,6 +124,16 @@ def _index_each(workspaces: list[Workspace], on_pass: Passed | None) -> None:
             )
         if on_pass is not None:
             on_pass(workspace, outcome)
+
+
+def _report(settings: Settings) -> None:
+    """Report to Dagster what the passes indexed without it (Dagster imported only now)."""
+    try:
+        from rag_pipeline.defs.direct import report_every_workspace
+
+        report_every_workspace(settings)
+    except Exception:  # left for the next pass's report, a run's planner or the sensor
+        logger.exception("watch: reporting to Dagster failed")
 
 
 def _folders(workspaces: list[Workspace]) -> list[Path]:
