@@ -3,13 +3,28 @@ configured, and kept only when something can find them."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from rag_pipeline.chunking import Chunk, picture_chunks
-from rag_pipeline.embedding.image import ensure_captions
+from rag_pipeline.config import Settings
+from rag_pipeline.embedding import DenseEncoder, EmbeddingCache
+from rag_pipeline.embedding.image import Captioner, ensure_captions
+from rag_pipeline.stages import StageFiles
 
-if TYPE_CHECKING:
-    from rag_pipeline.indexing.run import Indexer
+
+class PictureChunking(Protocol):
+    """What making picture chunks takes of the run's :class:`~rag_pipeline.indexing.run.Indexer`
+    (the captioner is loaded only when a picture needs it)."""
+
+    settings: Settings
+    stages: StageFiles
+
+    @property
+    def captioner(self) -> Captioner: ...
+    @property
+    def cache(self) -> EmbeddingCache: ...
+    @property
+    def dense(self) -> DenseEncoder: ...
 
 
 class CaptionError(Exception):
@@ -17,7 +32,11 @@ class CaptionError(Exception):
 
 
 def captioned_picture_chunks(
-    indexer: Indexer, pictures: list[dict[str, Any]], doc_id: str, version: str, first_index: int
+    indexer: PictureChunking,
+    pictures: list[dict[str, Any]],
+    doc_id: str,
+    version: str,
+    first_index: int,
 ) -> list[Chunk]:
     """A chunk per picture, captioned when a captioner is configured."""
     images = indexer.settings.images
