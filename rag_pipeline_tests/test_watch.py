@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from dagster import AssetKey
+from dagster import AssetKey, AssetRecordsFilter, EventLogRecord
 
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.cli import main
@@ -26,6 +26,7 @@ from rag_pipeline.workspaces import Workspace
 from rag_pipeline_tests.conftest import Cli
 
 SETTLE_MS = 700
+RESCAN_SECONDS = 4.0
 # The watcher's passes and the settling of each change are waited for: seconds.
 pytestmark = pytest.mark.slow
 
@@ -34,7 +35,9 @@ pytestmark = pytest.mark.slow
 def watching(home: Path, source: Path) -> Iterator[tuple[Settings, list[IndexOutcome]]]:
     """The watcher running on ``source`` in a thread: (settings, each pass's outcome)."""
     assert main(["index", "--home", str(home), "--source", str(source)]) == 0
-    settings = load_settings(home, indexing={"watch_settle_ms": SETTLE_MS})
+    settings = load_settings(
+        home, indexing={"watch_settle_ms": SETTLE_MS, "watch_rescan_seconds": RESCAN_SECONDS}
+    )
     passes: list[IndexOutcome] = []
     stop = threading.Event()
 
@@ -104,6 +107,76 @@ def test_a_dropped_file_is_indexed_once_it_settles_and_a_deleted_one_goes(
 
     (source / "heron.md").unlink()
     _within(30, lambda: "docs/heron.md" not in _indexed(settings))
+
+
+def _reported_metadata(settings: Settings, asset: str, doc_id: str) -> dict[str, object]:
+    """The metadata of the document's latest materialization of ``asset``, once the watcher
+    has reported its passes (only then is Dagster opened here: two first openings at once race
+    to create its tables)."""
+    _within(30, lambda: not list(unreported_runs_folder(settings).glob("*.json")))
+    records: list[EventLogRecord] = []
+    with get_instance(settings) as instance:
+
+        def reported() -> bool:
+            records[:] = instance.fetch_materializations(
+                AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[doc_id]), limit=1
+            ).records
+            return bool(records)
+
+        _within(30, reported)  # the pass's record is written a moment after its commit
+    metadata = records[0].asset_materialization.metadata if records[0].asset_materialization else {}
+    return {key: value.value for key, value in metadata.items()}
+
+
+def test_a_note_moved_within_the_watched_folder_keeps_its_vectors_and_one_written_again_returns(
+    watching: tuple[Settings, list[IndexOutcome]], source: Path
+) -> None:
+    settings, _ = watching
+    _drop_a_note(settings, source)
+    (source / "birds").mkdir()
+    (source / "heron.md").rename(source / "birds" / "heron.md")
+    _within(
+        30,
+        lambda: (
+            set(_indexed(settings)) & {"docs/heron.md", "docs/birds/heron.md"}
+            == {"docs/birds/heron.md"}
+        ),
+    )
+    dense = _reported_metadata(settings, "dense_embeddings", "docs/birds/heron.md")
+    assert dense["embedded"] == 0 and dense["cached"] == dense["chunks"] > 0
+
+    # Removed, then written again with the same content: searchable again.
+    moved = source / "birds" / "heron.md"
+    text = moved.read_text("utf-8")
+    moved.unlink()
+    _within(30, lambda: "docs/birds/heron.md" not in _indexed(settings))
+    moved.write_text(text, "utf-8")
+    _within(30, lambda: "docs/birds/heron.md" in _indexed(settings))
+
+
+def test_a_change_no_event_told_of_is_found_by_the_rescan(
+    watching: tuple[Settings, list[IndexOutcome]], source: Path, tmp_path: Path
+) -> None:
+    """Written through a hard link outside the watched folder, the change sends the folder's
+    watch no event (as a change made by another machine on a network mount)."""
+    settings, _ = watching
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "crane.md").write_text("# Cranes\n\nCranes dance in spring.\n", "utf-8")
+    os.link(elsewhere / "crane.md", source / "crane.md")
+    _within(30, lambda: "docs/crane.md" in _indexed(settings))
+    with (elsewhere / "crane.md").open("a", encoding="utf-8") as note:
+        note.write("Cranes fly south in autumn, calling loudly.\n")
+
+    def says_autumn() -> bool:
+        with Catalog(settings) as catalog:
+            live = catalog.live_collection()
+            rows = catalog.chunk_rows(live.name) if live else []
+            return any("autumn" in row["text"] for row in rows if row["doc_id"] == "docs/crane.md")
+
+    time.sleep(RESCAN_SECONDS / 2)  # were an event sent, its pass would be done by now
+    assert not says_autumn()
+    _within(RESCAN_SECONDS + 30, says_autumn)  # the rescan's pass
 
 
 def test_a_pass_without_dagster_is_shown_in_dagster_while_the_watcher_waits(
