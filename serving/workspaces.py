@@ -23,6 +23,7 @@ from rag_pipeline.catalog import Availability, AvailabilityRecord, Catalog
 from rag_pipeline.config import Settings
 from rag_pipeline.ids import DEFAULT_WORKSPACE
 from rag_pipeline.locking import LockTimeout
+from rag_pipeline.manifest import SourceFile, describe_file, source_labels
 from rag_pipeline.parsing import format_of
 from rag_pipeline.workspaces import (
     Workspace,
@@ -67,6 +68,7 @@ class Upload:
     name: str  # the file's name as sent
     path: Path | None  # where it was written; None when refused
     refused: str | None = None
+    file: SourceFile | None = None  # the manifest's row of the file written: document, version
 
 
 class ServedWorkspaces:
@@ -260,7 +262,7 @@ class ServedWorkspaces:
         partial = folder / f".{stored}{PARTIAL_SUFFIX}"
         shutil.move(staged, partial)
         partial.replace(target)
-        return Upload(name, target)
+        return Upload(name, target, file=_manifest_row(workspace.settings, target))
 
     def _clear_cut_short_uploads(self, started: float) -> None:
         """Remove what uploads cut short by a server's end (a kill) left: each request's files
@@ -292,6 +294,14 @@ class ServedWorkspaces:
 def _incoming_folder(workspace: Workspace) -> Path:
     """The workspace's temporary folder for uploads: a folder in it per request."""
     return workspace.settings.home / "serving" / "incoming"
+
+
+def _manifest_row(settings: Settings, uploaded: Path) -> SourceFile | None:
+    """The row an index run's manifest makes of an uploaded file: its document, and its version
+    (the content hashed once, here), which tells this upload's stage files from an earlier
+    upload's of the same name."""
+    labels = {folder: label for label, folder in source_labels(settings.watched_folders).items()}
+    return describe_file(settings, ids.document_id(labels[uploaded.parent], uploaded.name), None)
 
 
 def indexed_documents(settings: Settings) -> int:

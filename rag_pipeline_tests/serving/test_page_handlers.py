@@ -4,15 +4,19 @@ request in, the components' new values out, over a real index."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+from gradio.utils import get_upload_folder
 
 from rag_pipeline.cli import main
 from rag_pipeline.config import load_settings
 from rag_pipeline.workspaces import find_workspace
 from rag_pipeline_tests.index_state import live_chunks
+from rag_pipeline_tests.processes import within
 from rag_pipeline_tests.serving.conftest import write_corpus
 from serving.access import add_user
 from serving.history import History
@@ -200,3 +204,42 @@ def test_many_workspaces_bring_a_search_box_that_finds_their_cards_by_name(page:
     assert page.cards.on_load(page.reader)[1].visible is False  # one card
     assert _drawn(page, page.manager, " team 3") == ["Open", "Rename", "Delete"]
     assert _drawn(page, page.manager, "TEAM") == ["Open", "Rename", "Delete"] * SEARCHED_FROM
+
+
+@pytest.mark.slow  # an index run in a process of its own, killed once it has parsed
+def test_an_upload_reads_parsed_once_parsed_and_never_from_an_earlier_uploads_parse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kill_at: Callable[..., dict[str, str]]
+) -> None:
+    home = tmp_path / "home"
+    uploader = _signed_in(add_user(home, "uploader", None, ["default"]))
+    for name, value in kill_at("after-parse").items():  # the index runs the uploads start
+        monkeypatch.setenv(name, value)
+    workspaces = ServedWorkspaces(load_settings(home))
+    uploads = Uploads(workspaces)
+
+    def upload(text: str) -> tuple[list[dict[str, str]], str]:
+        """note.md sent as Gradio hands it over (a copy in a folder of its own in Gradio's
+        upload folder): the batch kept, and what the page says of the file."""
+        copy = Path(get_upload_folder()) / uuid.uuid4().hex / "note.md"
+        copy.parent.mkdir(parents=True)
+        copy.write_text(text, encoding="utf-8")
+        _, batch, *_, shown, _ = uploads.upload(
+            [{"path": str(copy), "orig_name": "note.md"}], "default", uploader
+        )
+        return batch, shown
+
+    def state(shown: str) -> str:
+        [said] = re.findall(r"note\.md <span class='where'>([^<]*)</span>", shown)
+        return said
+
+    try:
+        batch, shown = upload("# Herons\n\nHerons wait in the shallows.\n")
+        assert state(shown) == "received, indexing…"
+        within(120, "the run killed after parsing", lambda: not workspaces.indexing("default"))
+        *_, shown, count = uploads.progress("default", batch, uploader)
+        assert (state(shown), count) == ("parsed, not indexed yet", "0 documents indexed")
+        workspaces.close()  # no run starts now: nothing parses the next upload
+        _, shown = upload("# Herons\n\nHerons wait, then strike.\n")
+        assert state(shown) == "received, not indexed yet"  # note.md's parse is the earlier's
+    finally:
+        workspaces.close()

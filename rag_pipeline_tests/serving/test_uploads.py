@@ -67,7 +67,11 @@ def test_a_mixed_upload_takes_its_good_files_and_says_why_it_refuses_each_other(
         with Catalog(created.settings) as catalog:
             live = catalog.live_collection()
             assert live is not None
-            assert catalog.documents(live.name)["uploads/note.md"].state == "indexed"
+            record = catalog.documents(live.name)["uploads/note.md"]
+        # The version the upload named (what tells its stage files from an earlier upload's)
+        # is the one the run indexed.
+        assert uploads[0].file is not None and uploads[0].file.doc_id == record.doc_id
+        assert (record.state, record.version) == ("indexed", uploads[0].file.version)
     finally:
         workspaces.close()
 

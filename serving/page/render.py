@@ -113,21 +113,28 @@ def sources_html(assistant: Assistant, workspace_id: str | None, *, running: boo
 
 
 def uploads_html(
-    batch: list[dict[str, Any]], records: Mapping[str, DocumentRecord], *, running: bool
+    batch: list[dict[str, Any]],
+    records: Mapping[str, DocumentRecord],
+    parsed: set[str],
+    *,
+    running: bool,
 ) -> str:
-    """What became of each file of the last upload: refused and why, received (and indexed
-    meanwhile), searchable, or failed and why."""
+    """What became of each file of the last upload: refused and why, received or parsed (the
+    documents ``parsed`` names) and indexed meanwhile, searchable, or failed and why."""
     if not batch:
         return ""
     parts = ["<div class='evidence'><p><b>Last upload</b></p>"]
     for sent in batch:
         record = records.get(sent["doc_id"]) if sent["doc_id"] else None
+        if record is not None and record.version != sent["version"]:
+            record = None  # an earlier upload's of the same name: this one is not indexed yet
+        reached = "parsed" if sent["doc_id"] in parsed else "received"
         if sent["refused"]:
             state = f"refused: {sent['refused']}"
         elif running:
-            state = "received, indexing…"
+            state = f"{reached}, indexing…"
         elif record is None:
-            state = "received, not indexed yet"
+            state = f"{reached}, not indexed yet"
         elif record.state == "indexed":
             state = "searchable"
         else:

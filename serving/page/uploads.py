@@ -1,5 +1,5 @@
-"""Files uploaded into the open workspace, each one's fate (refused and why, received, then
-searchable or failed), and the workspace's sources and count while they are indexed."""
+"""Files uploaded into the open workspace, each one's fate (refused and why, received, parsed,
+then searchable or failed), and the workspace's sources and count while they are indexed."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 import gradio as gr
 from gradio.utils import get_upload_folder
 
+from rag_pipeline.stages import StageFiles
 from serving.assistant import Assistant
 from serving.page.handlers import Handlers
 from serving.page.render import counted, indexed_status, sources_html, uploads_html
@@ -58,10 +59,12 @@ class Uploads(Handlers):
         assistant, running = self._refreshed(workspace_id, request)
         live = assistant.catalog.live_collection()
         records = assistant.catalog.documents(live.name) if live else {}
+        stages = StageFiles(assistant.settings.stage_root)
+        parsed = {sent["doc_id"] for sent in batch if sent["doc_id"] and _parsed(stages, sent)}
         return (
             sources_html(assistant, workspace_id, running=running),
             gr.Timer(active=running),
-            uploads_html(batch, records, running=running),
+            uploads_html(batch, records, parsed, running=running),
             indexed_status(records.values()),
         )
 
@@ -75,9 +78,22 @@ class Uploads(Handlers):
 
 
 def _described(upload: Upload) -> dict[str, Any]:
-    """What the page keeps of an upload (in its state): the name, the document it became."""
-    doc_id = f"uploads/{upload.path.name}" if upload.path else None
-    return {"name": upload.name, "doc_id": doc_id, "refused": upload.refused}
+    """What the page keeps of an upload (in its state): the name, the document it became and
+    the version it is indexed at."""
+    file = upload.file
+    return {
+        "name": upload.name,
+        "doc_id": file.doc_id if file else None,
+        "version": file.version if file else None,
+        "refused": upload.refused,
+    }
+
+
+def _parsed(stages: StageFiles, sent: dict[str, Any]) -> bool:
+    """Whether the parse stage has written the uploaded file's document, at the version uploaded
+    (not an earlier upload's of the same name), without an error: one stage file's footer read."""
+    meta = stages.parsed_meta(sent["doc_id"])
+    return meta is not None and meta.version == sent["version"] and meta.error is None
 
 
 def _forget(sent: list[Path], shared: Path) -> None:
