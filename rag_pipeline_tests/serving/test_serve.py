@@ -41,11 +41,7 @@ def test_serve_stopped_by_sigterm_while_indexing_an_upload_leaves_no_process_beh
                 heartbeat.start()
                 files = {"files": ("pelicans.md", b"# Pelicans\n\nPelicans scoop fish.\n")}
                 [path] = http.post("/gradio_api/upload", files=files).json()
-                sent = {
-                    "path": path,
-                    "orig_name": "pelicans.md",
-                    "meta": {"_type": "gradio.FileData"},
-                }
+                sent = {"path": path, "orig_name": "pelicans.md", "meta": FILE_DATA}
                 event = http.post("/gradio_api/call/upload", json={"data": [[sent], "default"]})
                 answer = http.get(f"/gradio_api/call/upload/{event.json()['event_id']}").text
             assert "event: complete" in answer, answer
