@@ -23,6 +23,7 @@ from serving.history import History
 from serving.page import gr
 from serving.page.chat import Chat
 from serving.page.governance import Governance
+from serving.page.layout import build_page
 from serving.page.render import card_html
 from serving.page.uploads import Uploads
 from serving.page.workspaces import SEARCHED_FROM, HomeParts, WorkspaceCards
@@ -125,14 +126,19 @@ def test_a_refused_governing_action_says_why(page: Page) -> None:
         assert _refusal(refused) == message
 
 
-def _drawn(page: Page, request: gr.Request, wanted: str = "") -> list[str]:
-    """The labels of the buttons on the cards the request's user sees (those ``wanted``
-    names), in order."""
+def _cards(page: Page, request: gr.Request, wanted: str = "") -> gr.Blocks:
+    """The cards the request's user sees (those ``wanted`` names), drawn."""
     with gr.Blocks() as blocks:
         parts = HomeParts(
             gr.Dropdown(), gr.Column(), gr.Column(), gr.State(0), gr.State(), gr.Column(), gr.HTML()
         )
         page.cards.draw("name", wanted, request, parts)
+    return blocks
+
+
+def _drawn(page: Page, request: gr.Request, wanted: str = "") -> list[str]:
+    """The labels of the buttons on the cards the request's user sees, in order."""
+    blocks = _cards(page, request, wanted)
     return [block.value for block in blocks.blocks.values() if isinstance(block, gr.Button)]
 
 
@@ -243,3 +249,44 @@ def test_an_upload_reads_parsed_once_parsed_and_never_from_an_earlier_uploads_pa
         assert state(shown) == "received, not indexed yet"  # note.md's parse is the earlier's
     finally:
         workspaces.close()
+
+
+def test_a_refused_workspace_change_shows_its_toast_and_leaves_the_cards_visible(
+    page: Page,
+) -> None:
+    # Gradio covers each output of a failed event with "Error" unless its progress is hidden:
+    # New with no name covered the whole home (an output), until closed by hand.
+    page.cards.create("Deletable", 0, page.manager)
+    events = [*build_page(page.workspaces).fns.values(), *_cards(page, page.manager).fns.values()]
+    changing = {
+        "WorkspaceCards.create",
+        "WorkspaceCards.renaming.<locals>.rename",
+        "WorkspaceCards.deleting.<locals>.ask",  # a card's Delete, before the confirmation
+        "WorkspaceCards.delete",
+    }
+    progress = {
+        (event.fn.__qualname__, event.show_progress)
+        for event in events
+        if event.fn is not None and event.fn.__qualname__ in changing
+    }
+    assert progress == {(name, "hidden") for name in changing}
+
+
+def test_no_picture_offers_gradios_share_button_which_works_on_spaces_only(page: Page) -> None:
+    pictures = [
+        block
+        for block in build_page(page.workspaces).blocks.values()
+        if isinstance(block, gr.Image | gr.Gallery)
+    ]
+    assert len(pictures) == 3  # the cited page, the pictures found, the picture searched by
+    assert all("download" in p.buttons and "share" not in p.buttons for p in pictures)
+
+
+def test_the_sources_count_each_documents_chunks_in_the_singular_or_plural(page: Page) -> None:
+    listed, _ = page.cards.uploads.show_sources("default", page.reader)
+    home = page.workspaces.settings.home
+    counts = {doc: len(live_chunks(home, doc)) for doc in ("docs/guide.md", "docs/report.pdf")}
+    assert 1 in counts.values() and max(counts.values()) > 1
+    for doc, count in counts.items():
+        said = "indexed, 1 chunk<" if count == 1 else f"indexed, {count} chunks<"
+        assert f"{doc} <span class='where'>{said}" in listed

@@ -8,10 +8,12 @@ from serving.page.chat import Chat, new_conversation
 from serving.page.governance import Governance
 from serving.page.render import CITE_PREFIX
 from serving.page.uploads import Uploads
-from serving.page.workspaces import HomeParts, WorkspaceCards, back_home, keep
+from serving.page.workspaces import QUIET, HomeParts, WorkspaceCards, back_home, keep
 from serving.workspaces import ServedWorkspaces
 
 LANGUAGES = ["en", "zh", "ja", "ko", "fr", "de", "es", "it", "pt", "nl", "ru", "ar"]
+# Gradio's Share button posts a picture to Hugging Face Spaces, and fails anywhere else.
+PICTURE_BUTTONS = ["download", "fullscreen"]
 
 # One listener for every citation link on the page (in answers and in the evidence list): it
 # sends the cited chunk id to Python instead of following the link.
@@ -125,6 +127,7 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
                             label="Image",
                             type="pil",
                             sources=["upload", "clipboard"],
+                            buttons=PICTURE_BUTTONS,
                             elem_id="query-picture",
                         )
                         find_similar = gr.Button(
@@ -139,7 +142,12 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
                         "", js_on_load=_CITATION_CLICKS, elem_id="evidence", elem_classes="evidence"
                     )
                     gallery = gr.Gallery(
-                        label="Pictures", columns=4, height=240, visible=False, elem_id="pictures"
+                        label="Pictures",
+                        columns=4,
+                        height=240,
+                        visible=False,
+                        buttons=[*PICTURE_BUTTONS, "download_all"],
+                        elem_id="pictures",
                     )
                     shown_pictures = gr.State([])  # chunk id of each picture in the gallery
                 with gr.Column(scale=2):
@@ -148,6 +156,7 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
                         type="pil",
                         format="png",
                         visible=False,
+                        buttons=PICTURE_BUTTONS,
                         elem_id="preview-image",
                     )
                     shown_text = gr.HTML("", elem_id="preview-text", elem_classes="preview")
@@ -266,12 +275,14 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
             [new_name, listed],
             [workspace, search, listed, new_name, home, opened],
             api_visibility="private",
+            show_progress=QUIET,
         )
         delete_for_good.click(
             cards.delete,
             [doomed, workspace, listed],
             [workspace, search, listed, doomed, confirming],
             api_visibility="private",
+            show_progress=QUIET,
         )
         keep_it.click(keep, None, [doomed, confirming], api_visibility="private")
         to_home.click(back_home, listed, [home, opened, listed], api_visibility="private")

@@ -90,7 +90,7 @@ def sources_html(assistant: Assistant, workspace_id: str | None, *, running: boo
     if running:
         parts.append("<p><i>indexing…</i></p>")
     states = {
-        doc_id: f"indexed, {record.chunks} chunks"
+        doc_id: f"indexed, {counted(record.chunks, 'chunk')}"
         if record.state == "indexed"
         else f"failed: {record.error or 'unknown reason'}"
         for doc_id, record in records.items()

@@ -23,6 +23,9 @@ from serving.page.uploads import Uploads
 from serving.workspaces import NotAllowed, ServedWorkspaces
 
 SEARCHED_FROM = 9  # cards: from this many on, a search box finds them by name
+# The show_progress of the events that change the cards or the views: a refusal is said in its
+# toast; Gradio's own "Error" would cover each output, the whole home among them, until closed.
+QUIET = "hidden"
 
 
 @dataclass(frozen=True)
@@ -166,6 +169,7 @@ class WorkspaceCards(Handlers):
                 [name, parts.workspace, parts.listed],
                 [parts.workspace, parts.listed],
                 api_visibility="private",
+                show_progress=QUIET,
                 key=("rename", card.id),
             )
             if card.id != DEFAULT_WORKSPACE:
@@ -174,6 +178,7 @@ class WorkspaceCards(Handlers):
                     None,
                     [parts.doomed, parts.confirming, parts.doomed_facts],
                     api_visibility="private",
+                    show_progress=QUIET,
                     key=("delete", card.id),
                 )
 
