@@ -114,9 +114,9 @@ def test_a_question_refused_is_said_in_a_toast_before_the_answer_streams(page: P
     }
     for message, (text, since) in refusals.items():
         with pytest.raises(gr.Error) as refused:
-            page.chat.check_question(text, "default", [], [], [], since, "", page.reader)
+            page.chat.check_question(text, "default", since, "", page.reader)
         assert _refusal(refused) == message
-    assert page.chat.check_question("o" * limit, "default", *NO_FILTERS, page.reader) is None
+    assert page.chat.check_question("o" * limit, "default", "", "", page.reader) is None
     built = build_page(page.workspaces)
     events = {event.fn.__qualname__: event for event in built.fns.values() if event.fn}
     checking, asking = events["Chat.check_question"], events["Chat.ask"]

@@ -204,7 +204,7 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
         )
         question.submit(
             asking.check_question,
-            [question, workspace, *filters],
+            [question, workspace, after, before],
             None,
             api_visibility="private",
             show_progress=QUIET,
