@@ -122,7 +122,7 @@ class Assistant:
         owner: str,
     ) -> Retrieval:
         """Retrieve passages for ``query``, traced as ``owner``'s."""
-        self._check_length(query)
+        self.check_length(query)
         retrieval = self.retriever.retrieve(query, query_filter, top_k=top_k)
         self.history.record_trace(retrieval, owner)
         return retrieval
@@ -141,7 +141,7 @@ class Assistant:
         The conversation so far is the model's context, and the previous question joins this
         one in the search, so a follow-up ("and in 2021?") finds what it refers to.
         """
-        self._check_length(question)
+        self.check_length(question)
         if conversation_id is None:
             conversation_id = self.history.new_conversation(question, owner)
         elif not self.history.owns(conversation_id, owner):
@@ -226,7 +226,7 @@ class Assistant:
             document["chunks"].append({"content": passage.text, "similarity": passage.score})
         return list(documents.values())
 
-    def _check_length(self, query: str) -> None:
+    def check_length(self, query: str) -> None:
         """Refuse a question or search longer than ``serving.max_query_chars``: the page and the
         API are open to others, and embedding and reranking a long text costs the server."""
         limit = self.settings.serving.max_query_chars

@@ -252,6 +252,8 @@ class ServedWorkspaces:
             return Upload(name, None, f"larger than {limits.max_upload_mb:g} MB")
         if format_of(Path(stored)) is None:
             return Upload(name, None, "not a kind of document this index reads")
+        if size == 0:  # said at once, rather than once its run fails to parse it
+            return Upload(name, None, "the file is empty (0 bytes)")
         incoming.mkdir(parents=True, exist_ok=True)
         staged = incoming / stored
         shutil.move(sent, staged)

@@ -100,6 +100,32 @@ def test_a_date_filter_not_written_as_a_date_is_refused_with_the_format(page: Pa
     assert _refusal(refused) == "Modified after: write the date as YYYY-MM-DD, e.g. 2025-03-31"
 
 
+def test_a_question_refused_is_said_in_a_toast_before_the_answer_streams(page: Page) -> None:
+    # Gradio covers each output of a failed event with "Error" until closed: the asking event
+    # covered the answer, the question box and Conversations, so the refusals come first, in a
+    # step without outputs.
+    limit = page.workspaces.settings.serving.max_query_chars
+    refusals = {
+        f"the query is {limit + 1} characters long: at most {limit} are accepted": (
+            "o" * (limit + 1),
+            "",
+        ),
+        "Modified after: write the date as YYYY-MM-DD, e.g. 2025-03-31": ("owls", "31/03/2025"),
+    }
+    for message, (text, since) in refusals.items():
+        with pytest.raises(gr.Error) as refused:
+            page.chat.check_question(text, "default", since, "", page.reader)
+        assert _refusal(refused) == message
+    assert page.chat.check_question("o" * limit, "default", "", "", page.reader) is None
+    built = build_page(page.workspaces)
+    events = {event.fn.__qualname__: event for event in built.fns.values() if event.fn}
+    checking, asking = events["Chat.check_question"], events["Chat.ask"]
+    assert (checking.outputs, checking.show_progress) == ([], "hidden")
+    assert (asking.trigger_after, asking.trigger_only_on_success) == (checking._id, True)
+    (question,) = [b for b in built.blocks.values() if getattr(b, "elem_id", "") == "question"]
+    assert question.max_length == limit
+
+
 def test_a_cited_passage_offers_the_governing_buttons_to_a_governor_only(page: Page) -> None:
     chunk = live_chunks(page.workspaces.settings.home, "docs/guide.md")[0]["chunk_id"]
     for request, governs in ((page.reader, False), (page.manager, True)):

@@ -201,6 +201,20 @@ def test_the_session_cookie_is_http_only_strict_expiring_and_secure_behind_tls(
     assert elsewhere.headers["location"] == "/"
 
 
+def test_the_form_with_a_valid_session_sends_the_browser_straight_on_to_a_local_page(
+    served: tuple[str, str],
+) -> None:
+    # Back after signing in lands on the form, which showed itself though signed in.
+    url, _ = served
+    session = {SESSION_COOKIE: _session_token(_sign_in(url, "erin", "erin-password"))}
+    for back, location in (("/", "/"), ("/?tab=1", "/?tab=1"), ("//attacker.example/", "/")):
+        form = httpx.get(url + "/sign-in", params={"next": back}, cookies=session, timeout=30)
+        assert form.status_code == 303 and form.headers["location"] == location
+    for cookies in ({}, {SESSION_COOKIE: "no-such-session"}):
+        form = httpx.get(url + "/sign-in", params={"next": "/"}, cookies=cookies, timeout=30)
+        assert form.status_code == 200 and '<form method="post"' in form.text
+
+
 def test_the_form_refuses_five_wrong_passwords_then_answers_429(served: tuple[str, str]) -> None:
     url, _ = served
     wrong = [_sign_in(url, "dave", f"guess-{n}") for n in range(5)]

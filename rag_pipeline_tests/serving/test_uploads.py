@@ -35,10 +35,17 @@ def test_a_mixed_upload_takes_its_good_files_and_says_why_it_refuses_each_other(
     tmp_path: Path,
 ) -> None:
     home, sent = tmp_path / "home", tmp_path / "sent"
-    settings = load_settings(home, serving={"max_upload_mb": 0.001, "max_upload_files": 3})
+    settings = load_settings(home, serving={"max_upload_mb": 0.001, "max_upload_files": 5})
     created = create_workspace(settings, "Uploads")
     alice = User("alice", UserSettings(workspaces=[created.id]))
-    contents = {"note.md": PELICANS, "big.md": "x" * 2000, "run.exe": "MZ", "late.md": "# Late"}
+    contents = {
+        "note.md": PELICANS,
+        "big.md": "x" * 2000,
+        "run.exe": "MZ",
+        "empty.md": "",
+        "empty.pdf": "",
+        "late.md": "# Late",
+    }
 
     def sending() -> list[tuple[str, Path]]:
         sent.mkdir(exist_ok=True)
@@ -56,7 +63,9 @@ def test_a_mixed_upload_takes_its_good_files_and_says_why_it_refuses_each_other(
             ("note.md", created.settings.upload_folder / "note.md", None),
             ("big.md", None, "larger than 0.001 MB"),
             ("run.exe", None, "not a kind of document this index reads"),
-            ("late.md", None, "more than 3 files in one upload"),
+            ("empty.md", None, "the file is empty (0 bytes)"),
+            ("empty.pdf", None, "the file is empty (0 bytes)"),
+            ("late.md", None, "more than 5 files in one upload"),
         ]
         assert list(sent.iterdir()) == []
         assert [path.name for path in created.settings.upload_folder.iterdir()] == ["note.md"]

@@ -56,8 +56,11 @@ def sign_in_routes(authenticator: Authenticator) -> APIRouter:
     router = APIRouter(include_in_schema=False)
 
     @router.get(SIGN_IN)
-    def form(back: str = Query("/", alias="next")) -> Response:
-        if not authenticator.offers_sign_in:  # nobody signs in with a password here
+    def form(request: Request, back: str = Query("/", alias="next")) -> Response:
+        # Straight on when nobody signs in with a password here, or when the browser's session
+        # is valid (Back after signing in comes here). Only the cookie: no password is hashed.
+        session = {"cookie": request.headers.get("cookie", "")}
+        if not authenticator.offers_sign_in or authenticator.user(session) is not None:
             return RedirectResponse(_local(back), status_code=303)
         return _form(back)
 

@@ -22,6 +22,25 @@ from serving.retrieval import Candidate, QueryError
 
 
 class Chat(Handlers):
+    def check_question(
+        self,
+        text: str,
+        workspace_id: str | None,
+        since: str | None,
+        until: str | None,
+        request: gr.Request,
+    ) -> None:
+        """Refuse a question too long, or dates not understood (the other filters are chosen
+        from lists), before its answer streams: this step has no outputs, so its refusal is
+        said in a toast alone (Gradio's "Error" would cover each output of a failed event, the
+        question box among them)."""
+        assistant, _ = self.serving(request, workspace_id)
+        try:
+            assistant.check_length((text or "").strip())
+            _query_filter(None, None, None, since, until)
+        except ValueError as error:  # a QueryError is one too
+            raise gr.Error(str(error)) from error
+
     def ask(
         self,
         text: str,

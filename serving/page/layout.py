@@ -136,7 +136,10 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
                 with gr.Column(scale=3):
                     chat = gr.Chatbot(label="Answers", height=460, buttons=["copy"], elem_id="chat")
                     question = gr.Textbox(
-                        label="Question", placeholder="Ask in any language…", elem_id="question"
+                        label="Question",
+                        placeholder="Ask in any language…",
+                        max_length=workspaces.settings.serving.max_query_chars,
+                        elem_id="question",
                     )
                     evidence = gr.HTML(
                         "", js_on_load=_CITATION_CLICKS, elem_id="evidence", elem_classes="evidence"
@@ -200,6 +203,12 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
             cards.choose_workspace, workspace, opened_outputs, api_name="open_workspace"
         )
         question.submit(
+            asking.check_question,
+            [question, workspace, after, before],
+            None,
+            api_visibility="private",
+            show_progress=QUIET,
+        ).success(
             asking.ask,
             [question, workspace, conversation, chat, *filters],
             [chat, question, conversation, conversations, evidence, gallery, shown_pictures],
