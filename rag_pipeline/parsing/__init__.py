@@ -22,6 +22,7 @@ from rag_pipeline.parsing.elements import (
 )
 
 __all__ = [
+    "EMPTY_FILE",
     "MAX_ELEMENT_CHARS",
     "PARSER_VERSIONS",
     "PICTURE_FORMATS",
@@ -38,6 +39,9 @@ __all__ = [
     "parse_document",
     "read_document",
 ]
+
+# Why a file of 0 bytes is not a document (said at upload as well as by a run).
+EMPTY_FILE = "the file is empty (0 bytes)"
 
 # Extension → format. Files with other extensions are not documents for the manifest.
 EXTENSIONS: dict[str, str] = {
@@ -140,7 +144,7 @@ def parse_document(path: Path, options: ParseOptions | None = None) -> ParsedDoc
     if not path.is_file():
         raise ParseError("the file disappeared before it could be read")
     if path.stat().st_size == 0:
-        raise ParseError("the file is empty (0 bytes)")
+        raise ParseError(EMPTY_FILE)
     file_format = detect_format(path)
     if file_format == "pdf":
         parsed = pdf.parse_pdf(path, options)
