@@ -24,7 +24,7 @@ from rag_pipeline.config import Settings
 from rag_pipeline.ids import DEFAULT_WORKSPACE
 from rag_pipeline.locking import LockTimeout
 from rag_pipeline.manifest import SourceFile, describe_file, source_labels
-from rag_pipeline.parsing import format_of
+from rag_pipeline.parsing import EMPTY_FILE, format_of
 from rag_pipeline.workspaces import (
     Workspace,
     WorkspaceError,
@@ -253,7 +253,7 @@ class ServedWorkspaces:
         if format_of(Path(stored)) is None:
             return Upload(name, None, "not a kind of document this index reads")
         if size == 0:  # said at once, rather than once its run fails to parse it
-            return Upload(name, None, "the file is empty (0 bytes)")
+            return Upload(name, None, EMPTY_FILE)
         incoming.mkdir(parents=True, exist_ok=True)
         staged = incoming / stored
         shutil.move(sent, staged)
