@@ -17,6 +17,7 @@ import yaml
 
 from rag_pipeline.config import Settings
 from rag_pipeline.files import write_atomically
+from rag_pipeline.locking import FileLock
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance
@@ -145,7 +146,21 @@ def write_instance_config(settings: Settings) -> Path:
     return home
 
 
+# Longer than any first opening (its migrations) takes.
+OPENING_SECONDS = 300.0
+
+
 def get_instance(settings: Settings) -> DagsterInstance:
+    """The home's Dagster instance. Opened one process at a time (of ours): the first opening
+    creates its SQLite tables, and two at once fail ("table run_tags already exists"), as a
+    test and the watcher's report thread once did."""
     from dagster import DagsterInstance
 
-    return DagsterInstance.from_config(str(write_instance_config(settings)))
+    home = write_instance_config(settings)
+    opening = FileLock(home / ".opening.lock")
+    if not opening.acquire(OPENING_SECONDS, waiting=f"another process is opening {home}"):
+        raise TimeoutError(f"{home} was being opened for more than {OPENING_SECONDS:g} s")
+    try:
+        return DagsterInstance.from_config(str(home))
+    finally:
+        opening.release()
