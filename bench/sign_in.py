@@ -3,7 +3,9 @@ and how long a wrong password takes for a known and an unknown user name, on the
 
 Two rounds, each its own server: with the default throttle (guesses from one address are refused
 unchecked after 5), and with the throttle out of reach (free tries 10**6), so that every guess is
-hashed, as guesses from many addresses would be.
+hashed, as guesses from many addresses would be. The server is `rag-pipeline serve` in a process
+of its own, as users run it: in this process, the guessing client's threads would share its
+interpreter lock and weigh on its figures.
 
     python bench/sign_in.py [--seconds 15] [--rate 20]
 """
@@ -11,18 +13,23 @@ hashed, as guesses from many addresses would be.
 from __future__ import annotations
 
 import argparse
+import os
+import socket
 import statistics
+import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 
 from rag_pipeline.cli import main as cli
-from rag_pipeline.config import load_settings, stored_settings, write_stored_settings
+from rag_pipeline.config import stored_settings, write_stored_settings
+from rag_pipeline.processes import start_process_group, stop_process_group
 from serving.access import add_user
-from serving.server import BackgroundServer
 
 
 def p95(values: list[float]) -> float:
@@ -75,18 +82,43 @@ def wrong_password_ms(url: str, names: list[str], tries: int) -> dict[str, list[
     return times
 
 
+@contextmanager
+def served(home: Path) -> Iterator[str]:
+    """`rag-pipeline serve` of ``home`` on a free port until the block ends: its URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "rag_pipeline.cli", "serve", "--home", str(home)]
+    url = f"http://127.0.0.1:{port}"
+    with tempfile.TemporaryFile() as log:  # what it says, kept out of the figures
+        server = start_process_group([*command, "--port", str(port)], os.environ, log)
+        try:
+            deadline = time.monotonic() + 180
+            while True:
+                try:
+                    httpx.get(url + "/api/search", timeout=2)
+                    break
+                except httpx.TransportError:
+                    if time.monotonic() > deadline or server.poll() is not None:
+                        raise RuntimeError("rag-pipeline serve did not start") from None
+                    time.sleep(0.5)
+            yield url
+        finally:
+            stop_process_group(server)
+
+
 def round_of(home: Path, token: str, free_tries: int | None, seconds: float, rate: float) -> None:
     stored = stored_settings(home)
     stored["access"]["free_sign_in_tries"] = free_tries or 5
     write_stored_settings(home, stored)
-    with BackgroundServer(load_settings(home)) as server:
-        timed_requests(server.url, token, 2)  # warm: the models load on the first search
-        idle = timed_requests(server.url, token, seconds)
+    with served(home) as url:
+        timed_requests(url, token, 2)  # warm: the models load on the first search
+        idle = timed_requests(url, token, seconds)
         stop, counts = threading.Event(), {}
-        guesser = threading.Thread(target=guessing, args=(server.url, rate, stop, counts))
+        guesser = threading.Thread(target=guessing, args=(url, rate, stop, counts))
         guesser.start()
         try:
-            loaded = timed_requests(server.url, token, seconds)
+            loaded = timed_requests(url, token, seconds)
         finally:
             stop.set()
             guesser.join()
@@ -102,7 +134,7 @@ def round_of(home: Path, token: str, free_tries: int | None, seconds: float, rat
             f"{p95(loaded) / p95(idle):.2f} × idle p95 (goal ≤ 2)"
         )
         if free_tries is not None:
-            times = wrong_password_ms(server.url, ["alice", "nosuchuser"], 40)
+            times = wrong_password_ms(url, ["alice", "nosuchuser"], 40)
             print(
                 "  wrong password (40 each, taking turns), median / p95: "
                 + "; ".join(
