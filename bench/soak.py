@@ -68,8 +68,7 @@ def doubled_versions(home: Path) -> int:
 def disk_mismatches(home: Path, notes: Path) -> list[str]:
     on_disk = {f"{notes.name}/{path.name}" for path in notes.glob("*.md")}
     with Catalog(load_settings(home)) as catalog:
-        live = catalog.live_collection()
-        catalogued = set(catalog.documents(live.name)) if live else set()
+        catalogued = set(catalog.live_documents())
     return [f"{d}: not indexed" for d in on_disk - catalogued] + [
         f"{d}: deleted but catalogued" for d in catalogued - on_disk
     ]

@@ -39,8 +39,7 @@ def committed(home: Path, notes: list[Path]) -> bool:
     burst's thousand notes does not take seconds of its own."""
     settings = load_settings(home)
     with Catalog(settings) as catalog:
-        live = catalog.live_collection()
-        records = catalog.documents(live.name) if live else {}
+        records = catalog.live_documents()
     states = [records.get(f"docs/{path.name}") for path in notes]
     return all(record is not None and record.state == "indexed" for record in states)
 

@@ -76,8 +76,7 @@ def index_in_scratch(settings: Settings, scratch: Path, sources: list[Path]) -> 
     for doc_id, reason in indexed.failed.items():
         logger.warning("not indexed, so never found: %s: %s", doc_id, reason)
     with Catalog(scratch_settings) as catalog:
-        live = catalog.live_collection()
-        records = catalog.documents(live.name) if live else {}
+        records = catalog.live_documents()
     return ScratchIndex(
         settings=scratch_settings,
         seconds=indexed.seconds,

@@ -26,8 +26,7 @@ def live_name(home: Path) -> str:
 
 def live_records(home: Path) -> dict[str, DocumentRecord]:
     with Catalog(load_settings(home)) as catalog:
-        live = catalog.live_collection()
-        return catalog.documents(live.name) if live else {}
+        return catalog.live_documents()
 
 
 def live_chunks(home: Path, doc_id: str) -> list[dict[str, Any]]:

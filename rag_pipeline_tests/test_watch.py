@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +24,7 @@ from rag_pipeline.orchestration.incremental import IndexOutcome
 from rag_pipeline.orchestration.watch import watch
 from rag_pipeline.workspaces import Workspace
 from rag_pipeline_tests.conftest import Cli
+from rag_pipeline_tests.processes import within
 
 SETTLE_MS = 700
 RESCAN_SECONDS = 4.0
@@ -46,7 +47,7 @@ def watching(home: Path, source: Path) -> Iterator[tuple[Settings, list[IndexOut
 
     watcher = threading.Thread(target=watch, args=(settings, stop, record))
     watcher.start()
-    _within(30, lambda: bool(passes))  # the first pass
+    within(30, "the first pass", lambda: bool(passes))
     time.sleep(1)  # and the watch set up after it
     try:
         yield settings, passes
@@ -59,24 +60,14 @@ def watching(home: Path, source: Path) -> Iterator[tuple[Settings, list[IndexOut
 def _indexed(settings: Settings) -> dict[str, int]:
     """doc_id -> chunks of the indexed documents."""
     with Catalog(settings) as catalog:
-        live = catalog.live_collection()
-        records = catalog.documents(live.name) if live else {}
+        records = catalog.live_documents()
     return {doc_id: r.chunks for doc_id, r in records.items() if r.state == "indexed"}
-
-
-def _within(seconds: float, condition: Callable[[], bool]) -> float:
-    """How long ``condition`` took to hold; fails after ``seconds``."""
-    started = time.monotonic()
-    while not condition():
-        assert time.monotonic() - started < seconds, "not within the wait"
-        time.sleep(0.1)
-    return time.monotonic() - started
 
 
 def _drop_a_note(settings: Settings, source: Path) -> None:
     """heron.md written into the watched folder, and waited for until it is searchable."""
     (source / "heron.md").write_text("# Herons\n\nHerons stand still in water.\n", "utf-8")
-    _within(30, lambda: "docs/heron.md" in _indexed(settings))
+    within(30, "heron.md searchable", lambda: "docs/heron.md" in _indexed(settings))
 
 
 def test_a_dropped_file_is_indexed_once_it_settles_and_a_deleted_one_goes(
@@ -96,7 +87,7 @@ def test_a_dropped_file_is_indexed_once_it_settles_and_a_deleted_one_goes(
     def indexing_owls() -> list[IndexOutcome]:
         return [p for p in passes[before:] if "docs/owls.md" in p.diff.to_process]
 
-    _within(30, lambda: bool(indexing_owls()))
+    within(30, "a pass indexing owls.md", lambda: bool(indexing_owls()))
     time.sleep(3 * SETTLE_MS / 1000)  # time enough for a second pass, were one coming
     assert len(indexing_owls()) == 1 and "docs/owls.md" in _indexed(settings)
     with Catalog(settings) as catalog:
@@ -106,7 +97,7 @@ def test_a_dropped_file_is_indexed_once_it_settles_and_a_deleted_one_goes(
     assert "silent" in " ".join(row["text"] for row in rows)
 
     (source / "heron.md").unlink()
-    _within(30, lambda: "docs/heron.md" not in _indexed(settings))
+    within(30, "heron.md gone", lambda: "docs/heron.md" not in _indexed(settings))
 
 
 def _reported_metadata(settings: Settings, asset: str, doc_id: str) -> dict[str, object]:
@@ -121,7 +112,7 @@ def _reported_metadata(settings: Settings, asset: str, doc_id: str) -> dict[str,
             ).records
             return bool(records)
 
-        _within(30, reported)
+        within(30, "the materialization reported", reported)
     metadata = records[0].asset_materialization.metadata if records[0].asset_materialization else {}
     return {key: value.value for key, value in metadata.items()}
 
@@ -133,8 +124,9 @@ def test_a_note_moved_within_the_watched_folder_keeps_its_vectors_and_one_writte
     _drop_a_note(settings, source)
     (source / "birds").mkdir()
     (source / "heron.md").rename(source / "birds" / "heron.md")
-    _within(
+    within(
         30,
+        "the note found at its new place only",
         lambda: (
             set(_indexed(settings)) & {"docs/heron.md", "docs/birds/heron.md"}
             == {"docs/birds/heron.md"}
@@ -147,9 +139,9 @@ def test_a_note_moved_within_the_watched_folder_keeps_its_vectors_and_one_writte
     moved = source / "birds" / "heron.md"
     text = moved.read_text("utf-8")
     moved.unlink()
-    _within(30, lambda: "docs/birds/heron.md" not in _indexed(settings))
+    within(30, "the moved note gone", lambda: "docs/birds/heron.md" not in _indexed(settings))
     moved.write_text(text, "utf-8")
-    _within(30, lambda: "docs/birds/heron.md" in _indexed(settings))
+    within(30, "the note back", lambda: "docs/birds/heron.md" in _indexed(settings))
 
 
 def test_a_change_no_event_told_of_is_found_by_the_rescan(
@@ -162,7 +154,7 @@ def test_a_change_no_event_told_of_is_found_by_the_rescan(
     elsewhere.mkdir()
     (elsewhere / "crane.md").write_text("# Cranes\n\nCranes dance in spring.\n", "utf-8")
     os.link(elsewhere / "crane.md", source / "crane.md")
-    _within(30, lambda: "docs/crane.md" in _indexed(settings))
+    within(30, "crane.md searchable", lambda: "docs/crane.md" in _indexed(settings))
     with (elsewhere / "crane.md").open("a", encoding="utf-8") as note:
         note.write("Cranes fly south in autumn, calling loudly.\n")
 
@@ -174,7 +166,7 @@ def test_a_change_no_event_told_of_is_found_by_the_rescan(
 
     time.sleep(RESCAN_SECONDS / 2)  # were an event sent, its pass would be done by now
     assert not says_autumn()
-    _within(RESCAN_SECONDS + 30, says_autumn)  # the rescan's pass
+    within(RESCAN_SECONDS + 30, "the rescan's pass", says_autumn)
 
 
 def test_a_pass_without_dagster_is_shown_in_dagster_while_the_watcher_waits(
@@ -186,7 +178,9 @@ def test_a_pass_without_dagster_is_shown_in_dagster_while_the_watcher_waits(
     shown = _reported_metadata(settings, "qdrant_points", "docs/heron.md")
     assert shown[TRIGGER_METADATA] == "watch"
     # The fixture's `index` run without Dagster, reported as well.
-    _within(30, lambda: not list(unreported_runs_folder(settings).glob("*.json")))
+    within(
+        30, "every run reported", lambda: not list(unreported_runs_folder(settings).glob("*.json"))
+    )
 
 
 def test_the_watch_command_stops_on_sigterm_after_a_dagster_run(
@@ -210,7 +204,7 @@ def test_the_watch_command_stops_on_sigterm_after_a_dagster_run(
             time.sleep(5)  # the first pass, and the watch set up after it
             (source / "heron.md").write_text("# Herons\n\nHerons stand still in water.\n")
             settings = load_settings(home)
-            _within(60, lambda: "docs/heron.md" in _indexed(settings))
+            within(60, "heron.md searchable", lambda: "docs/heron.md" in _indexed(settings))
         finally:
             watcher.send_signal(signal.SIGTERM)
             code = watcher.wait(timeout=60)

@@ -309,8 +309,7 @@ def _manifest_row(settings: Settings, uploaded: Path) -> SourceFile | None:
 def indexed_documents(settings: Settings) -> int:
     """The documents of the workspace's live collection that are indexed."""
     with Catalog(settings) as catalog:
-        live = catalog.live_collection()
-        records = catalog.documents(live.name).values() if live else []
+        records = catalog.live_documents().values()
         return sum(1 for record in records if record.indexed_version)
 
 

@@ -146,6 +146,11 @@ class Catalog:
         )
         return {row[0]: DocumentRecord(*row) for row in rows}
 
+    def live_documents(self) -> dict[str, DocumentRecord]:
+        """The documents of the live collection (none before the first one is built)."""
+        live = self.live_collection()
+        return self.documents(live.name) if live else {}
+
     def document(self, collection: str, doc_id: str) -> DocumentRecord | None:
         rows = self.database.rows(
             f"SELECT {_DOCUMENT_COLUMNS} FROM documents WHERE collection = ? AND doc_id = ?",

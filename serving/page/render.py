@@ -12,10 +12,11 @@ from typing import Any
 from urllib.parse import quote
 
 from rag_pipeline.catalog import DocumentRecord
+from rag_pipeline.config import Settings
 from rag_pipeline.workspaces import Workspace
 from serving.access import SIGN_OUT, User
 from serving.answer import Answer
-from serving.assistant import Assistant, file_url
+from serving.assistant import file_url
 from serving.workspaces import Contents, indexed_documents
 
 CITE_PREFIX = "#cite:"
@@ -77,12 +78,15 @@ def evidence_html(sources: list[dict[str, Any]], workspace_id: str | None) -> st
     return "\n".join(parts)
 
 
-def sources_html(assistant: Assistant, workspace_id: str | None, *, running: bool) -> str:
-    """The workspace's folders and each document's state (indexing, indexed, or failed and
-    why), with a download of each original."""
-    settings = assistant.settings
-    live = assistant.catalog.live_collection()
-    records = assistant.catalog.documents(live.name) if live else {}
+def sources_html(
+    settings: Settings,
+    records: Mapping[str, DocumentRecord],
+    workspace_id: str | None,
+    *,
+    running: bool,
+) -> str:
+    """The workspace's folders and each document's state (``records``: the live collection's;
+    indexing, indexed, or failed and why), with a download of each original."""
     parts = ["<div class='evidence'>"]
     for folder in settings.watched_folders:
         name = "uploads" if folder == settings.upload_folder else folder.name

@@ -49,7 +49,9 @@ class Uploads(Handlers):
     def show_sources(self, workspace_id: str | None, request: gr.Request) -> tuple[str, Any]:
         """The sources' states, and the progress timer on while the workspace indexes."""
         assistant, running = self._refreshed(workspace_id, request)
-        return sources_html(assistant, workspace_id, running=running), gr.Timer(active=running)
+        records = assistant.catalog.live_documents()
+        sources = sources_html(assistant.settings, records, workspace_id, running=running)
+        return sources, gr.Timer(active=running)
 
     def progress(
         self, workspace_id: str | None, batch: list[dict[str, Any]], request: gr.Request
@@ -57,12 +59,11 @@ class Uploads(Handlers):
         """The sources and the timer, what became of each file of the last upload, and the
         count of documents indexed."""
         assistant, running = self._refreshed(workspace_id, request)
-        live = assistant.catalog.live_collection()
-        records = assistant.catalog.documents(live.name) if live else {}
+        records = assistant.catalog.live_documents()  # read once for the three views
         stages = StageFiles(assistant.settings.stage_root)
         parsed = {sent["doc_id"] for sent in batch if sent["doc_id"] and _parsed(stages, sent)}
         return (
-            sources_html(assistant, workspace_id, running=running),
+            sources_html(assistant.settings, records, workspace_id, running=running),
             gr.Timer(active=running),
             uploads_html(batch, records, parsed, running=running),
             indexed_status(records.values()),

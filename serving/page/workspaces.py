@@ -66,8 +66,7 @@ class WorkspaceCards(Handlers):
             assistant = self.workspaces.opened(user, workspace_id) if workspace_id else None
         if assistant is None:
             return [], None, "", gr.Dropdown(choices=[]), gr.Dropdown(choices=[]), [], "", ""
-        live = assistant.catalog.live_collection()
-        records = assistant.catalog.documents(live.name).values() if live else []
+        records = assistant.catalog.live_documents().values()
         indexed = sorted(r.doc_id for r in records if r.indexed_version)
         types = sorted({r.file_type for r in records if r.indexed_version})
         return (
