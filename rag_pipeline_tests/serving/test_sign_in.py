@@ -3,6 +3,9 @@ every response and write obey, on the real server (and in Chromium)."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -263,6 +266,17 @@ def test_a_session_ends_when_its_users_password_changes_or_the_user_goes(tmp_pat
     third = session()
     remove_user(tmp_path, "gus")
     assert authenticator.user(third) is None and authenticator.user(second) is None
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a nice value per thread is Linux's")
+def test_passwords_are_hashed_at_a_lower_cpu_priority_than_the_server_answers_at(
+    tmp_path: Path,
+) -> None:
+    def own_niceness() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    hashing = asyncio.run(Authenticator(tmp_path).off_loop(own_niceness))
+    assert hashing > own_niceness()
 
 
 def test_in_a_browser_the_form_signs_in_a_reload_stays_signed_in_and_sign_out_ends_it(

@@ -10,7 +10,9 @@ import binascii
 import functools
 import hmac
 import logging
+import os
 import secrets
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -29,6 +31,7 @@ _VERIFIED_SECONDS = 300.0  # a checked password is not hashed again on each requ
 # A password checked right this recently is not held back by its user name's wait (a guesser of
 # that name must not lock its owner out); it is hashed again all the same.
 _REMEMBERED_SECONDS = 86_400.0
+_HASHING_NICENESS = 10
 
 
 logger = logging.getLogger("rag_pipeline.serving.access")
@@ -48,8 +51,11 @@ class Authenticator:
         self._verified: dict[str, tuple[str, float]] = {}  # hash of the header -> user, when
         self._throttle = _throttle_of(self._access)
         self.sessions = Sessions()
-        # Password hashing, one at a time: guesses queue here, not on the event loop.
-        self._hashing = ThreadPoolExecutor(1, thread_name_prefix="password-check")
+        # Password hashing, one at a time and at a low CPU priority: guesses queue here, not on
+        # the event loop, and take only the CPU that signed-in users leave.
+        self._hashing = ThreadPoolExecutor(
+            1, thread_name_prefix="password-check", initializer=_lower_own_priority
+        )
         self._reload()
 
     @property
@@ -203,6 +209,12 @@ class Authenticator:
 
 def _cookie(headers: Mapping[str, str], name: str) -> str | None:
     return cookie_parser(headers.get("cookie", "")).get(name) or None
+
+
+def _lower_own_priority() -> None:
+    """Lowers the calling thread's CPU priority (Linux gives each thread its own nice value)."""
+    if sys.platform == "linux":
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _HASHING_NICENESS)
 
 
 def _throttle_of(access: AccessSettings) -> Throttle:
