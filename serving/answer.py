@@ -167,9 +167,11 @@ class ExtractiveAnswerer:
     """No language model: the passages' sentences that share most terms with the question.
 
     Terms are those of the sparse model (stemmed English, jieba-segmented Chinese, no stop
-    words), so "dams" matches "dam" and 三峡大坝 matches inside an unspaced sentence. A passage
-    found by meaning alone (no shared term) still contributes its opening sentence when it is
-    the best passage, since the dense search vouched for it.
+    words), so "dams" matches "dam" and 三峡大坝 matches inside an unspaced sentence. A sentence
+    that shares no term is never quoted, not even from the best passage: the dense search ranks
+    some passage first for any question ("What is the capital of Mongolia?" too), so being
+    first vouches for nothing. With nothing to quote, :func:`answer` cites the closest passages
+    instead, which shows a passage found by meaning alone without claiming it answers.
     """
 
     name = "extractive"
@@ -197,12 +199,7 @@ class ExtractiveAnswerer:
                     score = shared / (1 + 0.15 * (number - 1)) - 1e-4 * len(sentence)
                     candidates.append((score, number, position, sentence))
         if not candidates:
-            text = passages[0].text
-            opening = [text[a:b].strip() for a, b in sentence_spans(text)]
-            opening = [sentence for sentence in opening if _is_statement(sentence)]
-            if not opening:
-                return
-            candidates = [(0.0, 1, 0, opening[0])]
+            return
         chosen = sorted(candidates, key=lambda item: -item[0])[: self.sentences]
         chosen.sort(key=lambda item: (item[1], item[2]))  # reading order: passage, position
         yield phrases(question)["lead"] + "\n\n"

@@ -100,6 +100,19 @@ def test_the_extractive_answer_quotes_the_matching_sentences_with_citations(
     assert final.cited == [2]
 
 
+def test_the_extractive_answer_quotes_nothing_that_shares_no_term_with_the_question(
+    indexed: Settings,
+) -> None:
+    passages = [
+        _passage("Kingfishers dive from a perch. They nest in river banks."),
+        _passage("Owls hunt at night. Their soft feathers make their flight almost silent."),
+    ]
+    question = "What is the capital of Mongolia?"
+    final = list(answer(ExtractiveAnswerer(indexed), question, [], _retrieval(*passages)))[-1]
+    assert not final.supported
+    assert final.text == "Nothing here answers this directly. The closest passages: [1] [2]"
+
+
 def test_a_sources_own_bracketed_numbers_never_become_citations(indexed: Settings) -> None:
     passages = [
         _passage("Owls hunt at night, as shown in [2] and [1, 3]."),
