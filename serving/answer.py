@@ -3,7 +3,9 @@ endpoint, or a local transformers model.
 
 The passages an answer may use are numbered [1], [2], … in retrieval order. Whatever writes the
 answer, its text goes through :class:`CitationFilter`, which drops markers that point to no
-passage (a model inventing [7] of five) and records which passages were cited. With no passage
+passage (a model inventing [7] of five) and numbers the rest 1, 2, … in the order they are first
+cited, so an answer citing the first and fourth passages shows [1] and [2], and its evidence
+the same two. With no passage
 to go on, the answer says so and repeats the query and filters that found nothing; with passages
 but nothing quoted from them, it says so and cites the closest ones, so their evidence shows.
 """
@@ -62,11 +64,13 @@ def phrases(question: str) -> dict[str, str]:
 
 @dataclass(slots=True)
 class Answer:
-    """An answer as it streams: the text so far and the passage numbers it cites."""
+    """An answer as it streams: the text so far and the passage numbers it cites (1 to n, in
+    the order first cited)."""
 
     text: str = ""
     cited: list[int] = field(default_factory=list)
-    passages: list[Candidate] = field(default_factory=list)  # passage n is passages[n - 1]
+    # Passage n is passages[n - 1]: the cited ones first, as numbered, then the others.
+    passages: list[Candidate] = field(default_factory=list)
     pictures: list[Candidate] = field(default_factory=list)  # shown beside it (CLIP search)
     backend: str = ""
     supported: bool = True  # False when no passage could back an answer
@@ -98,16 +102,25 @@ def answer(
     citations = CitationFilter(len(passages))
     for piece in answerer.write(question, history, passages):
         state.text += citations.feed(piece)
-        state.cited = citations.cited
+        _number_as_cited(state, passages, citations.cited)
         yield state
     state.text = (state.text + citations.flush()).strip()
-    state.cited = citations.cited
+    _number_as_cited(state, passages, citations.cited)
     if not state.text:  # passages found, none quoted: show them, cited, rather than nothing
         state.supported = False
         state.cited = list(range(1, min(len(passages), _CLOSEST) + 1))
         markers = " ".join(f"[{number}]" for number in state.cited)
         state.text = f"{phrases(question)['closest']} {markers}"
     yield state
+
+
+def _number_as_cited(state: Answer, passages: list[Candidate], cited: list[int]) -> None:
+    """The answer's passages renumbered as :class:`CitationFilter` numbers its markers: the
+    ``cited`` retrieval numbers first, in that order."""
+    state.passages = [passages[number - 1] for number in cited] + [
+        passage for number, passage in enumerate(passages, 1) if number not in cited
+    ]
+    state.cited = list(range(1, len(cited) + 1))
 
 
 def nothing_found(question: str, retrieval: Retrieval) -> str:
@@ -128,7 +141,9 @@ def quoted(text: str) -> str:
 
 
 class CitationFilter:
-    """Keeps the markers [n] and [n, m] that point to a passage, drops the rest, as text streams.
+    """Keeps the markers [n] and [n, m] that point to a passage, drops the rest, as text streams;
+    a kept marker is numbered by when its passage was first cited (``cited``: the passages'
+    own numbers in that order).
 
     A "[" is held back until it closes (or clearly is not a marker), so a marker split across
     streamed pieces is judged whole.
@@ -157,7 +172,7 @@ class CitationFilter:
         for number in valid:
             if number not in self.cited:
                 self.cited.append(number)
-        return "".join(f"[{number}]" for number in dict.fromkeys(valid))
+        return "".join(f"[{self.cited.index(number) + 1}]" for number in dict.fromkeys(valid))
 
 
 # -- extractive ------------------------------------------------------------------------------
