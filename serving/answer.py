@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from rag_pipeline.config import AnswerSettings, Settings
 from rag_pipeline.embedding import models_folder
 from rag_pipeline.language import detect_language, has_cjk, sentence_spans
+from rag_pipeline.store import shown_text
 from serving.retrieval import Candidate, Retrieval, query_encoders
 
 Message = dict[str, str]  # {"role": "user" | "assistant", "content": ...}
@@ -202,7 +203,7 @@ class ExtractiveAnswerer:
         query_terms = set(self.terms.embed_query(question).indices.tolist())
         candidates: list[tuple[float, int, int, str]] = []  # score, passage, position, sentence
         for number, passage in enumerate(passages, 1):
-            text = passage.text
+            text = shown_text(passage.payload)  # the line naming its document is not quoted
             sentences = [text[a:b].strip() for a, b in sentence_spans(text)]
             sentences = [sentence for sentence in sentences if _is_statement(sentence)]
             vectors = self.terms.embed_documents(sentences) if sentences else []

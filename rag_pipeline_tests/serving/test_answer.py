@@ -124,6 +124,20 @@ def test_the_extractive_answer_quotes_nothing_that_shares_no_term_with_the_quest
     assert final.text == "Nothing here answers this directly. The closest passages: [1] [2]"
 
 
+def test_the_extractive_answer_never_quotes_the_line_naming_a_passages_document(
+    indexed: Settings,
+) -> None:
+    section = "Where and when the owls of the old forests hunt"
+    named = _passage(
+        f"owl-survey › {section}\nOwls hunt at night.",
+        file_path="/d/owl-survey.md",
+        title="Owl survey",
+        section=section,
+    )
+    final = list(answer(ExtractiveAnswerer(indexed), "When do owls hunt?", [], _retrieval(named)))
+    assert final[-1].text == "From the documents:\n\n- Owls hunt at night. [1]"
+
+
 def test_a_sources_own_bracketed_numbers_never_become_citations(indexed: Settings) -> None:
     passages = [
         _passage("Owls hunt at night, as shown in [2] and [1, 3]."),
