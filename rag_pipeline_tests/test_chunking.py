@@ -2,7 +2,7 @@ from functools import cache
 
 import pytest
 
-from rag_pipeline.chunking import chunk_document, document_name
+from rag_pipeline.chunking import Chunk, chunk_document, document_name, without_header
 from rag_pipeline.config import EmbeddingSettings
 from rag_pipeline.embedding.dense import TokenCounter
 from rag_pipeline.embedding.models import load_dense_tokenizer
@@ -113,13 +113,15 @@ def test_a_split_paragraph_becomes_pieces_of_even_size_not_a_stub() -> None:
     assert len(sizes) >= 3 and max(sizes) - min(sizes) <= 16, sizes
 
 
+FIELD_GUIDE = [
+    Element(text="Field guide", kind="title", section=("Field guide",)),
+    Element(text="Owls", kind="title", section=("Field guide", "Owls")),
+    Element(text=ENGLISH, kind="paragraph", section=("Field guide", "Owls")),
+]
+
+
 def test_a_chunk_from_the_middle_of_a_section_starts_with_the_section_path() -> None:
-    elements = [
-        Element(text="Field guide", kind="title", section=("Field guide",)),
-        Element(text="Owls", kind="title", section=("Field guide", "Owls")),
-        Element(text=ENGLISH, kind="paragraph", section=("Field guide", "Owls")),
-    ]
-    chunks = chunk(elements, max_tokens=64)
+    chunks = chunk(FIELD_GUIDE, max_tokens=64)
     assert chunks[0].text.startswith("Field guide\nOwls\nSentence number 0")
     assert all(c.text.startswith("Field guide › Owls\nSentence") for c in chunks[1:])
     assert all(c.token_count + counter().special_tokens <= 64 for c in chunks)
@@ -184,12 +186,48 @@ def test_a_chunk_starting_at_a_deeper_heading_still_names_its_document() -> None
     assert later and all(c.text.startswith("Acme report › Liquidity\n") for c in later)
 
 
+LONG_TITLE = " ".join(f"word{i}" for i in range(60))
+LONG_TITLED = [
+    Element(text=LONG_TITLE, kind="title", section=(LONG_TITLE,)),
+    Element(text="Findings follow. " * 60, kind="paragraph", section=(LONG_TITLE,)),
+]
+
+
 def test_a_title_too_long_for_the_header_still_heads_its_chunks_with_its_first_words() -> None:
-    title = " ".join(f"word{i}" for i in range(60))
-    elements = [
-        Element(text=title, kind="title", section=(title,)),
-        Element(text="Findings follow. " * 60, kind="paragraph", section=(title,)),
-    ]
-    chunks = chunk(elements, max_tokens=64, overlap=8, document=title)
+    chunks = chunk(LONG_TITLED, max_tokens=64, overlap=8, document=LONG_TITLE)
     later = [c for c in chunks[1:] if "Findings" in c.text]
     assert later and all(c.text.startswith("word0 word1") for c in later)
+
+
+def _shown(chunks: list[Chunk], document: str | None) -> list[str]:
+    return [without_header(c.text, document, c.section) for c in chunks]
+
+
+def test_a_chunks_text_shown_is_its_documents_own_text_without_the_header() -> None:
+    elements = [
+        Element(text="Acme report", kind="title", section=("Acme report",)),
+        Element(text="Opening words. " * 5, kind="paragraph", section=("Acme report",)),
+        Element(text="Liquidity", kind="title", section=LIQUIDITY),
+        Element(text="Cash covers debt. " * 30, kind="paragraph", section=LIQUIDITY),
+    ]
+    chunks = chunk(elements, max_tokens=64, overlap=8, document="acme-2023")
+    assert chunks[0].text.startswith("acme-2023\nAcme report\nOpening words.")
+    assert len(chunks) > 3 and chunks[-1].text.startswith("Liquidity\nCash")  # a shortened line
+    shown = _shown(chunks, "acme-2023")
+    assert shown == [c.text.split("\n", 1)[1] for c in chunks]
+    assert all(
+        text.startswith(("Acme report\nOpening", "Liquidity\nCash", "Cash")) for text in shown
+    )
+
+
+def test_a_chunk_headed_by_no_line_is_shown_whole() -> None:
+    chunks = chunk(FIELD_GUIDE, max_tokens=64)
+    shown = _shown(chunks, None)
+    assert shown[0] == chunks[0].text and shown[0].startswith("Field guide\nOwls\nSentence")
+    assert len(shown) > 2 and all(text.startswith("Sentence") for text in shown[1:])
+
+
+def test_a_chunk_headed_by_the_first_words_of_a_long_title_is_shown_without_them() -> None:
+    chunks = chunk(LONG_TITLED, max_tokens=64, overlap=8, document=LONG_TITLE)
+    later = [c for c in chunks if "Findings" in c.text]
+    assert later and all(text.startswith("Findings") for text in _shown(later, LONG_TITLE))

@@ -3,7 +3,9 @@ endpoint, or a local transformers model.
 
 The passages an answer may use are numbered [1], [2], … in retrieval order. Whatever writes the
 answer, its text goes through :class:`CitationFilter`, which drops markers that point to no
-passage (a model inventing [7] of five) and records which passages were cited. With no passage
+passage (a model inventing [7] of five) and numbers the rest 1, 2, … in the order they are first
+cited, so an answer citing the first and fourth passages shows [1] and [2], and its evidence
+the same two. With no passage
 to go on, the answer says so and repeats the query and filters that found nothing; with passages
 but nothing quoted from them, it says so and cites the closest ones, so their evidence shows.
 """
@@ -21,6 +23,7 @@ from typing import Any, Protocol
 from rag_pipeline.config import AnswerSettings, Settings
 from rag_pipeline.embedding import models_folder
 from rag_pipeline.language import detect_language, has_cjk, sentence_spans
+from rag_pipeline.store import shown_text
 from serving.retrieval import Candidate, Retrieval, query_encoders
 
 Message = dict[str, str]  # {"role": "user" | "assistant", "content": ...}
@@ -62,11 +65,13 @@ def phrases(question: str) -> dict[str, str]:
 
 @dataclass(slots=True)
 class Answer:
-    """An answer as it streams: the text so far and the passage numbers it cites."""
+    """An answer as it streams: the text so far and the passage numbers it cites (1 to n, in
+    the order first cited)."""
 
     text: str = ""
     cited: list[int] = field(default_factory=list)
-    passages: list[Candidate] = field(default_factory=list)  # passage n is passages[n - 1]
+    # Passage n is passages[n - 1]: the cited ones first, as numbered, then the others.
+    passages: list[Candidate] = field(default_factory=list)
     pictures: list[Candidate] = field(default_factory=list)  # shown beside it (CLIP search)
     backend: str = ""
     supported: bool = True  # False when no passage could back an answer
@@ -98,16 +103,25 @@ def answer(
     citations = CitationFilter(len(passages))
     for piece in answerer.write(question, history, passages):
         state.text += citations.feed(piece)
-        state.cited = citations.cited
+        _number_as_cited(state, passages, citations.cited)
         yield state
     state.text = (state.text + citations.flush()).strip()
-    state.cited = citations.cited
+    _number_as_cited(state, passages, citations.cited)
     if not state.text:  # passages found, none quoted: show them, cited, rather than nothing
         state.supported = False
         state.cited = list(range(1, min(len(passages), _CLOSEST) + 1))
         markers = " ".join(f"[{number}]" for number in state.cited)
         state.text = f"{phrases(question)['closest']} {markers}"
     yield state
+
+
+def _number_as_cited(state: Answer, passages: list[Candidate], cited: list[int]) -> None:
+    """The answer's passages renumbered as :class:`CitationFilter` numbers its markers: the
+    ``cited`` retrieval numbers first, in that order."""
+    state.passages = [passages[number - 1] for number in cited] + [
+        passage for number, passage in enumerate(passages, 1) if number not in cited
+    ]
+    state.cited = list(range(1, len(cited) + 1))
 
 
 def nothing_found(question: str, retrieval: Retrieval) -> str:
@@ -128,7 +142,9 @@ def quoted(text: str) -> str:
 
 
 class CitationFilter:
-    """Keeps the markers [n] and [n, m] that point to a passage, drops the rest, as text streams.
+    """Keeps the markers [n] and [n, m] that point to a passage, drops the rest, as text streams;
+    a kept marker is numbered by when its passage was first cited (``cited``: the passages'
+    own numbers in that order).
 
     A "[" is held back until it closes (or clearly is not a marker), so a marker split across
     streamed pieces is judged whole.
@@ -157,7 +173,7 @@ class CitationFilter:
         for number in valid:
             if number not in self.cited:
                 self.cited.append(number)
-        return "".join(f"[{number}]" for number in dict.fromkeys(valid))
+        return "".join(f"[{self.cited.index(number) + 1}]" for number in dict.fromkeys(valid))
 
 
 # -- extractive ------------------------------------------------------------------------------
@@ -167,9 +183,11 @@ class ExtractiveAnswerer:
     """No language model: the passages' sentences that share most terms with the question.
 
     Terms are those of the sparse model (stemmed English, jieba-segmented Chinese, no stop
-    words), so "dams" matches "dam" and 三峡大坝 matches inside an unspaced sentence. A passage
-    found by meaning alone (no shared term) still contributes its opening sentence when it is
-    the best passage, since the dense search vouched for it.
+    words), so "dams" matches "dam" and 三峡大坝 matches inside an unspaced sentence. A sentence
+    that shares no term is never quoted, not even from the best passage: the dense search ranks
+    some passage first for any question ("What is the capital of Mongolia?" too), so being
+    first vouches for nothing. With nothing to quote, :func:`answer` cites the closest passages
+    instead, which shows a passage found by meaning alone without claiming it answers.
     """
 
     name = "extractive"
@@ -185,7 +203,7 @@ class ExtractiveAnswerer:
         query_terms = set(self.terms.embed_query(question).indices.tolist())
         candidates: list[tuple[float, int, int, str]] = []  # score, passage, position, sentence
         for number, passage in enumerate(passages, 1):
-            text = passage.text
+            text = shown_text(passage.payload)  # the line naming its document is not quoted
             sentences = [text[a:b].strip() for a, b in sentence_spans(text)]
             sentences = [sentence for sentence in sentences if _is_statement(sentence)]
             vectors = self.terms.embed_documents(sentences) if sentences else []
@@ -197,12 +215,7 @@ class ExtractiveAnswerer:
                     score = shared / (1 + 0.15 * (number - 1)) - 1e-4 * len(sentence)
                     candidates.append((score, number, position, sentence))
         if not candidates:
-            text = passages[0].text
-            opening = [text[a:b].strip() for a, b in sentence_spans(text)]
-            opening = [sentence for sentence in opening if _is_statement(sentence)]
-            if not opening:
-                return
-            candidates = [(0.0, 1, 0, opening[0])]
+            return
         chosen = sorted(candidates, key=lambda item: -item[0])[: self.sentences]
         chosen.sort(key=lambda item: (item[1], item[2]))  # reading order: passage, position
         yield phrases(question)["lead"] + "\n\n"

@@ -24,6 +24,7 @@ from rag_pipeline.store import (
     RefreshReport,
     is_picture,
     open_serving_store,
+    shown_text,
 )
 from serving.answer import Answer, Message, answer, load_answerer
 from serving.history import History
@@ -57,7 +58,7 @@ class Source:
     @classmethod
     def of(cls, number: int, passage: Candidate) -> Source:
         payload = passage.payload
-        text = " ".join(passage.text.split())
+        text = " ".join(shown_text(payload).split())
         if not text and is_picture(payload):
             text = "(a picture)"
         return cls(

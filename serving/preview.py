@@ -20,6 +20,7 @@ from upath import UPath
 
 from rag_pipeline import ids
 from rag_pipeline.catalog import Catalog, DocumentRecord
+from rag_pipeline.chunking import document_name, without_header
 from rag_pipeline.config import Settings
 from rag_pipeline.parsing.lines import join_lines
 from rag_pipeline.redaction import MASK, Redactor
@@ -101,7 +102,7 @@ def preview(
         # Its neighbours are shown around it: not one taken offline.
         rows = [r for i, r in enumerate(rows) if i == position or r["chunk_id"] not in offline]
         position = next(i for i, r in enumerate(rows) if r["chunk_id"] == chunk_id)
-    context = passage_in_context(rows, position)
+    context = passage_in_context(rows, position, document_name(record.relative_path, record.title))
     page = row["page_start"]
     boxes = [box for box in row["bboxes"] if box["page"] == page]
     redactor = Redactor.of(settings)
@@ -243,16 +244,21 @@ def _values_drawn(page: pymupdf.Page, redactor: Redactor) -> list[pymupdf.Rect]:
     return rectangles
 
 
-def passage_in_context(rows: list[dict[str, Any]], position: int) -> str:
-    """HTML: the end of the chunk before, the cited chunk marked, the start of the one after."""
-    before = rows[position - 1]["text"][-_CONTEXT_CHARS:] if position > 0 else ""
-    after = rows[position + 1]["text"][:_CONTEXT_CHARS] if position + 1 < len(rows) else ""
-    row = rows[position]
-    where = " › ".join(row["section"])
+def passage_in_context(rows: list[dict[str, Any]], position: int, document: str | None) -> str:
+    """HTML: the end of the chunk before, the cited chunk marked, the start of the one after,
+    each as the document has it (the line naming ``document`` and its section, which heads a
+    chunk for search, left out)."""
+    texts = [
+        row["text"] if is_picture(row) else without_header(row["text"], document, row["section"])
+        for row in rows
+    ]
+    before = texts[position - 1][-_CONTEXT_CHARS:] if position > 0 else ""
+    after = texts[position + 1][:_CONTEXT_CHARS] if position + 1 < len(rows) else ""
+    where = " › ".join(rows[position]["section"])
     parts = [f"<p class='where'>{html.escape(where)}</p>" if where else ""]
     if before:
         parts.append(f"<p class='context'>…{_paragraphs(before)}</p>")
-    parts.append(f"<p><mark>{_paragraphs(row['text'])}</mark></p>")
+    parts.append(f"<p><mark>{_paragraphs(texts[position])}</mark></p>")
     if after:
         parts.append(f"<p class='context'>{_paragraphs(after)}…</p>")
     return "\n".join(part for part in parts if part)

@@ -9,14 +9,15 @@
 Sizes are counted with the model's tokenizer because the model silently drops whatever lies
 beyond its sequence length: a chunk that does not fit is a chunk that is partly not searchable.
 
-Step 1 is ``pieces.py``, step 2 ``text.py``; the context line a chunk starts with,
-``headers.py``; a chunk per picture, ``pictures.py``; a chunk and its catalog row, ``chunks.py``.
+Step 1 is ``pieces.py``, step 2 ``text.py``; the context line a chunk starts with (and its text
+without it, as shown), ``headers.py``; a chunk per picture, ``pictures.py``; a chunk and its
+catalog row, ``chunks.py``.
 """
 
 from __future__ import annotations
 
 from rag_pipeline.chunking.chunks import Chunk, chunk_as_record
-from rag_pipeline.chunking.headers import document_name
+from rag_pipeline.chunking.headers import document_name, without_header
 from rag_pipeline.chunking.pictures import picture_chunks
 from rag_pipeline.chunking.text import chunk_document
 
@@ -30,4 +31,5 @@ __all__ = [
     "chunk_document",
     "document_name",
     "picture_chunks",
+    "without_header",
 ]

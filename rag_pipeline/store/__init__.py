@@ -23,6 +23,7 @@ from rag_pipeline.store.schema import (
     NearestHits,
     QueryFilter,
     is_picture,
+    shown_text,
 )
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "open_vector_store",
     "passed_verification_record",
     "points_from_cache",
+    "shown_text",
     "uses_server",
     "vector_sizes",
 ]

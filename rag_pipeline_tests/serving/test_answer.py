@@ -29,10 +29,10 @@ def _retrieval(*passages: Candidate, query: str = "q") -> Retrieval:
     )
 
 
-def test_markers_to_missing_passages_are_dropped_and_cited_ones_recorded() -> None:
+def test_markers_to_missing_passages_are_dropped_and_the_rest_numbered_as_first_cited() -> None:
     citations = CitationFilter(passages=3)
-    text = citations.feed("Owls hunt at night [2]. Herons wade [7]. Both [1, 3, 9].")
-    assert text == "Owls hunt at night [2]. Herons wade . Both [1][3]."
+    text = citations.feed("Owls hunt at night [2]. Herons wade [7]. Both [1, 3, 9]. Again [2].")
+    assert text == "Owls hunt at night [1]. Herons wade . Both [2][3]. Again [1]."
     assert citations.cited == [2, 1, 3]
 
 
@@ -66,6 +66,17 @@ def test_the_answer_streams_and_its_last_state_is_final() -> None:
     assert len(states) >= 3  # streamed, not all at once
 
 
+def test_an_answers_citations_are_numbered_1_to_n_and_its_passages_follow_them() -> None:
+    passages = [_passage(f"Passage {n} about otters.") for n in range(1, 6)]
+    scripted = _Scripted("Otters float [1] and hold hands [4]", " while asleep [4][1].")
+    final = list(answer(scripted, "q", [], _retrieval(*passages)))[-1]
+    assert final.text == "Otters float [1] and hold hands [2] while asleep [2][1]."
+    assert final.cited == [1, 2]
+    numbered = [passage.text for passage in final.passages]
+    assert numbered[:2] == ["Passage 1 about otters.", "Passage 4 about otters."]
+    assert sorted(numbered) == [passage.text for passage in passages]
+
+
 def test_with_no_passages_the_answer_says_so_and_shows_the_query_and_filters() -> None:
     final = list(answer(_Scripted("never used"), "Where is Atlantis?", [], _retrieval()))[-1]
     assert not final.supported
@@ -95,9 +106,36 @@ def test_the_extractive_answer_quotes_the_matching_sentences_with_citations(
     final: Answer = list(
         answer(ExtractiveAnswerer(indexed), "When do owls hunt?", [], _retrieval(*passages))
     )[-1]
-    assert "Owls hunt at night. [2]" in final.text
+    assert "Owls hunt at night. [1]" in final.text
     assert "Kingfishers" not in final.text
-    assert final.cited == [2]
+    assert final.cited == [1] and final.passages[0] is passages[1]
+
+
+def test_the_extractive_answer_quotes_nothing_that_shares_no_term_with_the_question(
+    indexed: Settings,
+) -> None:
+    passages = [
+        _passage("Kingfishers dive from a perch. They nest in river banks."),
+        _passage("Owls hunt at night. Their soft feathers make their flight almost silent."),
+    ]
+    question = "What is the capital of Mongolia?"
+    final = list(answer(ExtractiveAnswerer(indexed), question, [], _retrieval(*passages)))[-1]
+    assert not final.supported
+    assert final.text == "Nothing here answers this directly. The closest passages: [1] [2]"
+
+
+def test_the_extractive_answer_never_quotes_the_line_naming_a_passages_document(
+    indexed: Settings,
+) -> None:
+    section = "Where and when the owls of the old forests hunt"
+    named = _passage(
+        f"owl-survey › {section}\nOwls hunt at night.",
+        file_path="/d/owl-survey.md",
+        title="Owl survey",
+        section=section,
+    )
+    final = list(answer(ExtractiveAnswerer(indexed), "When do owls hunt?", [], _retrieval(named)))
+    assert final[-1].text == "From the documents:\n\n- Owls hunt at night. [1]"
 
 
 def test_a_sources_own_bracketed_numbers_never_become_citations(indexed: Settings) -> None:

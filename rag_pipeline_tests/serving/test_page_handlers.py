@@ -94,6 +94,18 @@ def test_an_answer_links_its_markers_to_the_evidence_listed_by_file(page: Page) 
     assert streamed and all(state[2] == conversation for state in streamed)
 
 
+def test_an_answer_with_nothing_to_quote_shows_the_closest_passages_cited(page: Page) -> None:
+    *_, last = page.chat.ask(
+        "What is the capital of Mongolia?", "default", None, [], *NO_FILTERS, page.reader
+    )
+    history, _, _, _, evidence, _, _ = last
+    answer = history[1]["content"]
+    assert answer.startswith("Nothing here answers this directly. The closest passages: [[1]](")
+    links = re.findall(r"\[\[(\d)\]\]\((#cite:[^)]+)\)", answer)
+    assert [number for number, _ in links] == ["1", "2", "3"]
+    assert all(f"<a href='{link}' class='citation'>[{n}]</a>" in evidence for n, link in links)
+
+
 def test_a_date_filter_not_written_as_a_date_is_refused_with_the_format(page: Page) -> None:
     with pytest.raises(gr.Error) as refused:
         list(page.chat.ask("owls", "default", None, [], [], [], [], "31/03/2025", "", page.reader))

@@ -43,6 +43,21 @@ def test_other_formats_show_the_passage_marked_in_its_text(
     assert shown.png is None and "<mark>" in shown.html and "三峡大坝" in shown.html
 
 
+def test_passages_are_shown_without_the_line_naming_their_document_for_search(
+    indexed: Settings, catalog: Catalog
+) -> None:
+    rivers = _chunk(indexed, "docs/rivers.txt")
+    assert rivers["text"].startswith("rivers\n长江")
+    assert "<mark>长江是中国最长的河流" in preview(indexed, catalog, rivers["chunk_id"]).html
+    middle = live_chunks(indexed.home, "docs/report.pdf")[1]
+    assert middle["text"].startswith("report\nSection 2")
+    shown = preview(indexed, catalog, middle["chunk_id"], dpi=36).html
+    assert "<mark>Section 2: Retrieval Methods<br>" in shown
+    assert "'context'>…Section 1: Retrieval Methods<br>" in shown  # the chunk before, whole
+    assert "'context'>Section 3: Retrieval Methods<br>" in shown  # the chunk after
+    assert "report<br>" not in shown
+
+
 @pytest.mark.parametrize(
     "doc_id",
     ["../../etc/passwd", "/etc/passwd", "docs/../../../etc/passwd", "docs/missing.md"],
