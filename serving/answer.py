@@ -23,8 +23,7 @@ from typing import Any, Protocol
 from rag_pipeline.config import AnswerSettings, Settings
 from rag_pipeline.embedding import models_folder
 from rag_pipeline.language import detect_language, has_cjk, sentence_spans
-from rag_pipeline.store import shown_text
-from serving.retrieval import Candidate, Retrieval, query_encoders
+from serving.retrieval import Candidate, Retrieval, query_encoders, shown_text
 
 Message = dict[str, str]  # {"role": "user" | "assistant", "content": ...}
 

@@ -24,13 +24,19 @@ from rag_pipeline.store import (
     RefreshReport,
     is_picture,
     open_serving_store,
-    shown_text,
 )
 from serving.answer import Answer, Message, answer, load_answerer
 from serving.history import History
 from serving.preview import PreviewError, picture_file
 from serving.rerank import load_reranker
-from serving.retrieval import Candidate, OnlineOnly, QueryError, Retrieval, Retriever
+from serving.retrieval import (
+    Candidate,
+    OnlineOnly,
+    QueryError,
+    Retrieval,
+    Retriever,
+    shown_text,
+)
 
 if TYPE_CHECKING:
     from PIL.Image import Image

@@ -17,16 +17,17 @@ import numpy as np
 
 from rag_pipeline.config import Settings
 from rag_pipeline.store.schema import (
+    SECTION_SEPARATOR,
     DocumentFacts,
     Hit,
     IndexPoint,
     NearestHits,
     QueryFilter,
     is_picture,
-    shown_text,
 )
 
 __all__ = [
+    "SECTION_SEPARATOR",
     "CommittedOnly",
     "DocumentFacts",
     "EmbeddedReplica",
@@ -51,7 +52,6 @@ __all__ = [
     "open_vector_store",
     "passed_verification_record",
     "points_from_cache",
-    "shown_text",
     "uses_server",
     "vector_sizes",
 ]

@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 
 from rag_pipeline import ids
-from rag_pipeline.chunking import document_name, without_header
 
 DENSE_VECTOR = "text_dense"  # cosine
 SPARSE_VECTOR = "text_sparse"  # IDF modifier: Qdrant turns term weights into BM25 scores
@@ -51,20 +50,6 @@ class VectorLayout:
 def is_picture(chunk: dict[str, Any]) -> bool:
     """Whether a catalog chunk row is a picture (rows written before pictures existed are not)."""
     return chunk.get("modality") == MODALITY_IMAGE
-
-
-def shown_text(payload: dict[str, Any]) -> str:
-    """A point's text as its document has it: without the line naming its document and
-    section that heads it for search (see ``chunking.without_header``); a picture's caption as
-    it is."""
-    text = payload.get("text", "")
-    if is_picture(payload):
-        return text
-    # The name the chunker was given, as far as the payload tells: its title is the file's stem
-    # when the document has none, which names it the same unless the stem is a code.
-    document = document_name(payload.get("file_path", ""), payload.get("title"))
-    section = payload.get("section") or ""
-    return without_header(text, document, section.split(SECTION_SEPARATOR) if section else ())
 
 
 @dataclass(slots=True)

@@ -12,10 +12,11 @@ workspaces granted to them. A request proves who it is by one of:
 
 One ASGI middleware checks every request, the page, Gradio's own routes and the API alike, so no
 route can be forgotten. A password is hashed (scrypt, on purpose slow) in a thread of its own, never
-on the event loop and at a lower CPU priority, so guesses do not hold up other requests; wrong ones are throttled per user
-name and per client address (:class:`Throttle`), and an unknown name costs the same hashing as a
-known one, so timing tells no names. With nobody configured the server only binds to loopback
-(``check_binding``), and whoever reaches it is the local user, who may use every workspace.
+on the event loop and at a lower CPU priority, so guesses do not hold up other requests; wrong
+ones are throttled per user name and per client address (:class:`Throttle`), and an unknown
+name costs the same hashing as a known one, so timing tells no names. With nobody configured
+the server only binds to loopback (``check_binding``), and whoever reaches it is the local
+user, who may use every workspace.
 
 The parts: the users as the settings store them (``users``), the authenticator that tells who is
 asking (``authenticator``), its count of wrong passwords (``throttle``) and its browser sessions

@@ -13,7 +13,7 @@ the store's (``rag_pipeline.store``).
 
 from rag_pipeline.store import CommittedOnly, OnlineOnly
 from serving.retrieval.boosts import document_date
-from serving.retrieval.candidates import Candidate, QueryError, Retrieval
+from serving.retrieval.candidates import Candidate, QueryError, Retrieval, shown_text
 from serving.retrieval.encoders import QueryEncoders, query_encoders
 from serving.retrieval.fusion import fuse
 from serving.retrieval.retriever import Retriever, live_index, search
@@ -31,4 +31,5 @@ __all__ = [
     "live_index",
     "query_encoders",
     "search",
+    "shown_text",
 ]

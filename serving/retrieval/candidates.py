@@ -6,7 +6,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag_pipeline import ids
-from rag_pipeline.store import QueryFilter
+from rag_pipeline.chunking import document_name, without_header
+from rag_pipeline.store import SECTION_SEPARATOR, QueryFilter, is_picture
+
+
+def shown_text(payload: dict[str, Any]) -> str:
+    """A point's text as its document has it: without the line naming its document and
+    section that heads it for search (see ``chunking.without_header``); a picture's caption as
+    it is."""
+    text = payload.get("text", "")
+    if is_picture(payload):
+        return text
+    # The name the chunker was given, as far as the payload tells: its title is the file's stem
+    # when the document has none, which names it the same unless the stem is a code.
+    document = document_name(payload.get("file_path", ""), payload.get("title"))
+    section = payload.get("section") or ""
+    return without_header(text, document, section.split(SECTION_SEPARATOR) if section else ())
 
 
 class QueryError(ValueError):
