@@ -52,7 +52,7 @@ DATASETS = [SHARED / "eval" / "financebench-dev", SHARED / "eval" / "mmlongbench
 # Every value tried for each tuned setting; the grid is their product.
 GRID: dict[str, list[Any]] = {
     "fusion": ["dbsf", "rrf", "minmax"],
-    "page_weight": [0.0, 0.25, 0.5],
+    "page_weight": [0.0, 0.05, 0.1, 0.25],
     "named_year_weight": [0.0, 0.01, 0.5],
     "page_passages": [None, 1, 2],
     "identifier_documents": [0, 3],

@@ -183,7 +183,7 @@ def test_a_question_naming_a_year_prefers_the_documents_whose_file_name_names_it
     assert [c.point_id for c in ranked] == ["fy2021", "fy2022", "olympics"]
 
 
-def test_a_page_that_several_passages_match_rises_above_a_page_matched_once(
+def test_a_page_that_several_passages_match_rises_by_its_best_other_passage(
     tmp_path: Path,
 ) -> None:
     def on_page(point_id: str, score: float, doc_id: str, page: int | None) -> Hit:
@@ -196,6 +196,7 @@ def test_a_page_that_several_passages_match_rises_above_a_page_matched_once(
             on_page("notes", 0.84, "notes.md", None),
             on_page("rows", 0.80, "report.pdf", 7),
             on_page("other report", 0.79, "other.pdf", 7),  # page 7 of another document
+            on_page("footnote", 0.70, "report.pdf", 7),
         ],
         sparse=[],
     )
@@ -204,22 +205,31 @@ def test_a_page_that_several_passages_match_rises_above_a_page_matched_once(
         tmp_path, retrieval={"fusion": "rrf", "page_weight": 0, "page_passages": None}
     )
     alone = Retriever(alone_settings, store=None)  # type: ignore[arg-type]
-    ranked, _ = alone.rank("cash flow statement", nearest, keep=5)
-    assert [c.point_id for c in ranked] == ["lone", "title", "notes", "rows", "other report"]
+    ranked, _ = alone.rank("cash flow statement", nearest, keep=6)
+    assert [c.point_id for c in ranked] == [
+        "lone",
+        "title",
+        "notes",
+        "rows",
+        "other report",
+        "footnote",
+    ]
     assert all(c.page_score is None for c in ranked)
 
     in_context_settings = load_settings(
         tmp_path, retrieval={"fusion": "rrf", "page_weight": 0.5, "page_passages": None}
     )
     in_context = Retriever(in_context_settings, store=None)  # type: ignore[arg-type]
-    ranked, _ = in_context.rank("cash flow statement", nearest, keep=5)
-    assert [c.point_id for c in ranked][:3] == ["title", "rows", "lone"]
+    ranked, _ = in_context.rank("cash flow statement", nearest, keep=6)
+    assert [c.point_id for c in ranked][:4] == ["title", "rows", "footnote", "lone"]
     scores = {c.point_id: c.page_score for c in ranked}
     assert scores["lone"] == scores["other report"] == 0.0  # nothing else on their pages
     assert scores["notes"] is None  # no page: no page context
-    title = next(c for c in ranked if c.point_id == "title")
-    rows = next(c for c in ranked if c.point_id == "rows")
+    found = {c.point_id: c for c in ranked}
+    title, rows, footnote = found["title"], found["rows"], found["footnote"]
+    # The best other passage of the page, not the sum of the others.
     assert title.page_score == pytest.approx(0.5 * rows.fused_score)
+    assert rows.page_score == footnote.page_score == pytest.approx(0.5 * title.fused_score)
     assert title.score == pytest.approx(title.fused_score + title.page_score)
 
 

@@ -73,15 +73,18 @@ def _text(hit: Hit) -> str:
 
 def with_page_context(candidates: list[Candidate], weight: float) -> list[Candidate]:
     """The candidates with their page scores, ordered again: a passage's page is where it
-    starts, and what the other passages found there scored adds to it (a statement's rows and
-    its title, each matched a little, lift the whole page)."""
-    pages: dict[tuple[str, int], float] = {}
+    starts, and the best of the other passages found there adds to it (a statement's rows and
+    its title, each matched a little, lift each other). The best one, not their sum: a sum made
+    a page of many middling passages outrank every other page."""
+    best: dict[tuple[str, int], list[float]] = {}  # page -> its two best fused scores
     for candidate in candidates:
         if (page := _page_of(candidate)) is not None:
-            pages[page] = pages.get(page, 0.0) + candidate.fused_score
+            best[page] = sorted([*best.get(page, []), candidate.fused_score], reverse=True)[:2]
     for candidate in candidates:
         if (page := _page_of(candidate)) is not None:
-            candidate.page_score = weight * (pages[page] - candidate.fused_score)
+            first, *second = best[page]
+            other = first if candidate.fused_score < first else (second or [0.0])[0]
+            candidate.page_score = weight * other
     return sorted(candidates, key=lambda candidate: -candidate.score)
 
 

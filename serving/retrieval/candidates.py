@@ -41,7 +41,7 @@ class Candidate:
     image_rank: int | None = None  # by the query through CLIP's text tower, or by a picture
     image_score: float | None = None
     fused_score: float = 0.0
-    page_score: float | None = None  # page_weight × the fused scores of its page's others
+    page_score: float | None = None  # page_weight × the best fused score of its page's others
     rerank_score: float | None = None
     freshness_score: float | None = None  # weight × 0.5^(age / half-life), when configured
     named_year_score: float | None = None  # weight when its document is of a year the query names
