@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 from gradio.utils import get_upload_folder
@@ -22,7 +23,7 @@ from serving.access import add_user
 from serving.history import History
 from serving.page import gr
 from serving.page.chat import Chat
-from serving.page.governance import Governance
+from serving.page.governance import ACTIONS, Governance
 from serving.page.layout import build_page
 from serving.page.render import card_html
 from serving.page.uploads import Uploads
@@ -74,7 +75,7 @@ def test_an_answer_links_its_markers_to_the_evidence_listed_by_file(page: Page) 
     *streamed, last = page.chat.ask(
         "When do owls hunt?", "default", None, [], *NO_FILTERS, page.reader
     )
-    history, question, conversation, conversations, evidence, gallery, pictures = last
+    history, question, conversation, conversations, evidence, gallery, pictures, previewed = last
     assert [message["role"] for message in history] == ["user", "assistant"]
     assert history[0]["content"] == "When do owls hunt?" and question == ""
     answer = history[1]["content"]
@@ -91,6 +92,7 @@ def test_an_answer_links_its_markers_to_the_evidence_listed_by_file(page: Page) 
         [("When do owls hunt?", conversation)],
     )
     assert gallery.visible is False and pictures == []
+    assert previewed == unquote(cited[0].removeprefix("#cite:"))  # the preview follows it
     assert streamed and all(state[2] == conversation for state in streamed)
 
 
@@ -129,11 +131,55 @@ def test_a_question_refused_is_said_in_a_toast_before_the_answer_streams(page: P
 def test_a_cited_passage_offers_the_governing_buttons_to_a_governor_only(page: Page) -> None:
     chunk = live_chunks(page.workspaces.settings.home, "docs/guide.md")[0]["chunk_id"]
     for request, governs in ((page.reader, False), (page.manager, True)):
-        image, caption, shown, governing = page.chat.show_chunk(request, "default", chunk)
+        image, caption, shown, governing, *_ = page.chat.show_chunk(request, "default", chunk)
         assert image.visible is False  # a text file: its passage, no page picture
         assert caption.startswith("<p><b>docs/guide.md</b> · <a href='/api/file?doc_id=")
         assert "id='original-file'>open the original</a>" in caption
         assert shown == chunk and governing.visible is governs
+    image, caption, shown, governing, *buttons = page.chat.show_chunk(page.manager, "default", None)
+    assert (image.visible, caption, shown, governing.visible) == (False, "", None, False)
+    assert not any(button.visible for button in buttons)
+
+
+def test_only_the_governing_actions_that_fit_are_offered_and_a_stale_one_only_warns(
+    page: Page,
+) -> None:
+    chunk = live_chunks(page.workspaces.settings.home, "docs/report.pdf")[0]["chunk_id"]
+    archive, _, reject_passage, put_back = (page.governance.button(a) for a in ACTIONS)
+
+    def offered() -> tuple[list[str], str]:
+        """The governing buttons shown to the manager, and what the preview says first."""
+        _, caption, _, _, *buttons = page.chat.show_chunk(page.manager, "default", chunk)
+        shown = [action.elem_id for action, b in zip(ACTIONS, buttons, strict=True) if b.visible]
+        return shown, caption.split("</p>")[0]
+
+    assert offered()[0] == ["archive", "reject", "reject-passage"]
+    try:
+        archive(chunk, "default", page.manager)
+        assert offered() == (
+            ["reject", "put-back"],
+            "<p class='standing'><b>The document is archived: out of search.</b>",
+        )
+        for stale, warning in (
+            (archive, "The document is archived already."),
+            (reject_passage, "The whole document is archived: put it back first."),
+        ):
+            with pytest.warns(UserWarning, match=f"^{re.escape(warning)}$"):
+                stale(chunk, "default", page.manager)
+        put_back(chunk, "default", page.manager)
+        reject_passage(chunk, "default", page.manager)
+        assert offered() == (
+            ["archive", "reject", "put-back"],
+            "<p class='standing'><b>This passage is out of search.</b>",
+        )
+        put_back(chunk, "default", page.manager)
+        assert offered()[0] == ["archive", "reject", "reject-passage"]
+        with pytest.warns(UserWarning, match="^It is in search already.$"):
+            put_back(chunk, "default", page.manager)
+    finally:
+        page.workspaces.set_availability(
+            page.cards.signed_in(page.manager), "default", chunk, "active", whole=True
+        )
 
 
 def test_a_refused_governing_action_says_why(page: Page) -> None:
@@ -148,7 +194,7 @@ def test_a_refused_governing_action_says_why(page: Page) -> None:
     }
     for message, (chunk_id, request) in refusals.items():
         with pytest.raises(gr.Error) as refused:
-            page.governance.button("archived", True)(chunk_id, "default", request)
+            page.governance.button(ACTIONS[0])(chunk_id, "default", request)
         assert _refusal(refused) == message
 
 

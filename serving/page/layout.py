@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import gradio as gr
 
 from serving.page.chat import Chat, new_conversation
-from serving.page.governance import Governance
+from serving.page.governance import ACTIONS, Governance
 from serving.page.render import CITE_PREFIX
 from serving.page.uploads import Uploads
 from serving.page.workspaces import QUIET, HomeParts, WorkspaceCards, back_home, keep
@@ -165,18 +167,18 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
                     shown_text = gr.HTML("", elem_id="preview-text", elem_classes="preview")
                     shown_chunk = gr.State(None)  # the chunk id of the passage shown
                     # For users who may govern the workspace: take it out of search, or put it
-                    # back.
+                    # back (each button shown when it fits where the passage stands).
                     with gr.Row(visible=False) as governing:
-                        archive_document = gr.Button(
-                            "Archive document", size="sm", elem_id="archive"
-                        )
-                        reject_document = gr.Button(
-                            "Reject document", size="sm", variant="stop", elem_id="reject"
-                        )
-                        reject_passage = gr.Button(
-                            "Reject passage", size="sm", variant="stop", elem_id="reject-passage"
-                        )
-                        put_back = gr.Button("Put back", size="sm", elem_id="put-back")
+                        actions = [
+                            gr.Button(
+                                action.label,
+                                size="sm",
+                                variant=action.variant,
+                                visible=False,
+                                elem_id=action.elem_id,
+                            )
+                            for action in ACTIONS
+                        ]
             with gr.Accordion("Traces", open=False):
                 refresh_traces = gr.Button("Show the last queries", size="sm")
                 traces = gr.JSON(label="Traces, newest first")
@@ -189,20 +191,36 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
                 cards.draw(sort_by, wanted, request, home_parts)
 
         filters = [documents, file_types, languages, after, before]
+        shown_outputs = [shown_page, shown_text, shown_chunk, governing, *actions]
+
+        def previewing(event: Any) -> None:
+            """After ``event``, the passage it chose to preview shown (none: the preview
+            emptied), not the one an earlier answer cited."""
+            event.then(
+                asking.show_passage,
+                [shown_chunk, workspace],
+                shown_outputs,
+                api_visibility="private",
+                show_progress=QUIET,
+            )
+
         opened_outputs = [
             chat,
             conversation,
             evidence,
+            shown_chunk,
             conversations,
             documents,
             file_types,
             sources,
             status,
         ]
-        workspace.change(
-            cards.choose_workspace, workspace, opened_outputs, api_name="open_workspace"
+        previewing(
+            workspace.change(
+                cards.choose_workspace, workspace, opened_outputs, api_name="open_workspace"
+            )
         )
-        question.submit(
+        asked = question.submit(
             asking.check_question,
             [question, workspace, after, before],
             None,
@@ -211,52 +229,67 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
         ).success(
             asking.ask,
             [question, workspace, conversation, chat, *filters],
-            [chat, question, conversation, conversations, evidence, gallery, shown_pictures],
+            [
+                chat,
+                question,
+                conversation,
+                conversations,
+                evidence,
+                gallery,
+                shown_pictures,
+                shown_chunk,
+            ],
             api_name="ask",
         )
-        find_similar.click(
-            asking.search_by_picture,
-            [query_picture, workspace, *filters],
-            [evidence, gallery, shown_pictures],
-            api_name="similar_pictures",
+        previewing(asked)
+        previewing(
+            find_similar.click(
+                asking.search_by_picture,
+                [query_picture, workspace, *filters],
+                [evidence, gallery, shown_pictures, shown_chunk],
+                api_name="similar_pictures",
+            )
         )
-        shown_outputs = [shown_page, shown_text, shown_chunk, governing]
         gallery.select(
             asking.show_picture,
             [shown_pictures, workspace],
             shown_outputs,
             api_visibility="private",
         )
-        conversations.input(
-            asking.open_conversation,
-            [conversations, workspace],
-            [chat, conversation, evidence],
-            api_name="open",
+        previewing(
+            conversations.input(
+                asking.open_conversation,
+                [conversations, workspace],
+                [chat, conversation, evidence, shown_chunk],
+                api_name="open",
+            )
         )
-        new.click(
-            new_conversation,
-            None,
-            [chat, conversation, evidence, conversations, gallery],
-            api_visibility="private",
+        previewing(
+            new.click(
+                new_conversation,
+                None,
+                [chat, conversation, evidence, shown_chunk, conversations, gallery],
+                api_visibility="private",
+            )
         )
-        delete.click(
-            asking.delete_conversation,
-            [conversation, workspace],
-            [chat, conversation, evidence, conversations],
-            api_name="delete",
+        previewing(
+            delete.click(
+                asking.delete_conversation,
+                [conversation, workspace],
+                [chat, conversation, evidence, shown_chunk, conversations],
+                api_name="delete",
+            )
         )
         evidence.select(asking.show_citation, workspace, shown_outputs, api_visibility="private")
-        for button, state, whole in (
-            (archive_document, "archived", True),
-            (reject_document, "rejected", True),
-            (reject_passage, "rejected", False),
-            (put_back, "active", True),
-        ):
-            button.click(
-                governance.button(state, whole),
-                [shown_chunk, workspace],
-                None,
-                api_visibility="private",
+        for action, button in zip(ACTIONS, actions, strict=True):
+            # Shown again after: where the passage stands now, and the buttons that fit it.
+            previewing(
+                button.click(
+                    governance.button(action),
+                    [shown_chunk, workspace],
+                    None,
+                    api_visibility="private",
+                )
             )
         refresh_traces.click(asking.show_traces, workspace, traces, api_name="traces")
         sources_outputs = [sources, indexing_progress]

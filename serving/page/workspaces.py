@@ -60,12 +60,13 @@ class WorkspaceCards(Handlers):
         )
 
     def choose_workspace(self, workspace_id: str | None, request: gr.Request) -> tuple[Any, ...]:
-        """Open a workspace: its conversations, filters and sources; a fresh chat."""
+        """Open a workspace: its conversations, filters and sources; a fresh chat, nothing
+        previewed."""
         user = self.signed_in(request)
         with _refusals():
             assistant = self.workspaces.opened(user, workspace_id) if workspace_id else None
         if assistant is None:
-            return [], None, "", gr.Dropdown(choices=[]), gr.Dropdown(choices=[]), [], "", ""
+            return [], None, "", None, gr.Dropdown(choices=[]), gr.Dropdown(choices=[]), [], "", ""
         records = assistant.catalog.live_documents().values()
         indexed = sorted(r.doc_id for r in records if r.indexed_version)
         types = sorted({r.file_type for r in records if r.indexed_version})
@@ -73,6 +74,7 @@ class WorkspaceCards(Handlers):
             [],
             None,
             "",
+            None,
             conversation_choices(assistant, user.name, None),
             gr.Dropdown(choices=indexed, value=[]),
             gr.CheckboxGroup(choices=types, value=[]),
