@@ -198,6 +198,39 @@ def test_a_refused_governing_action_says_why(page: Page) -> None:
         assert _refusal(refused) == message
 
 
+def test_the_pages_address_reopens_its_workspace_on_the_users_own_conversation(
+    page: Page,
+) -> None:
+    *_, asked = page.chat.ask(
+        "Where do herons stand?", "default", None, [], *NO_FILTERS, page.reader
+    )
+    conversation = asked[2]
+    address = {"workspace": "default", "conversation": conversation}
+    *_, home, opened, resumed = page.cards.on_load(_at(page.reader, **address))
+    assert (home.visible, opened.visible, resumed) == (False, True, conversation)
+    elsewhere = _at(page.reader, workspace="nowhere", conversation=conversation)
+    *_, home, opened, resumed = page.cards.on_load(elsewhere)
+    assert (home.visible, opened.visible, resumed) == (True, False, None)
+
+    chat, shown, evidence, previewed, listed, *_, resumed = page.cards.choose_workspace(
+        "default", conversation, page.reader
+    )
+    assert [m["role"] for m in chat] == ["user", "assistant"]
+    assert chat[0]["content"] == "Where do herons stand?"
+    assert (shown, listed.value, resumed) == (conversation, conversation, None)
+    assert "guide.md" in evidence and previewed == asked[-1]
+    # Another user's conversation is not theirs to reopen: a fresh chat.
+    chat, shown, evidence, previewed, *_ = page.cards.choose_workspace(
+        "default", conversation, page.manager
+    )
+    assert (chat, shown, evidence, previewed) == ([], None, "", None)
+
+
+def _at(request: gr.Request, **address: str) -> gr.Request:
+    """The request, from a page whose address holds ``address``."""
+    return gr.Request(headers=request.kwargs["headers"], query_params=address)
+
+
 def _cards(page: Page, request: gr.Request, wanted: str = "") -> gr.Blocks:
     """The cards the request's user sees (those ``wanted`` names), drawn."""
     with gr.Blocks() as blocks:
@@ -217,8 +250,8 @@ def _drawn(page: Page, request: gr.Request, wanted: str = "") -> list[str]:
 def test_a_reader_gets_open_on_each_card_and_a_manager_new_rename_and_delete_too(
     page: Page,
 ) -> None:
-    *_, reader_creates = page.cards.on_load(page.reader)
-    *_, manager_creates = page.cards.on_load(page.manager)
+    reader_creates = page.cards.on_load(page.reader)[3]
+    manager_creates = page.cards.on_load(page.manager)[3]
     assert (reader_creates.visible, manager_creates.visible) == (False, True)
     with pytest.raises(gr.Error) as refused:
         page.cards.create("Client B", 0, page.reader)

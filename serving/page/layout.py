@@ -10,7 +10,15 @@ from serving.page.chat import Chat, new_conversation
 from serving.page.governance import ACTIONS, Governance
 from serving.page.render import CITE_PREFIX
 from serving.page.uploads import Uploads
-from serving.page.workspaces import QUIET, HomeParts, WorkspaceCards, back_home, keep
+from serving.page.workspaces import (
+    CONVERSATION_PARAMETER,
+    QUIET,
+    WORKSPACE_PARAMETER,
+    HomeParts,
+    WorkspaceCards,
+    back_home,
+    keep,
+)
 from serving.workspaces import ServedWorkspaces
 
 LANGUAGES = ["en", "zh", "ja", "ko", "fr", "de", "es", "it", "pt", "nl", "ru", "ar"]
@@ -28,6 +36,20 @@ document.addEventListener('click', (event) => {{
   const chunk = decodeURIComponent(link.getAttribute('href').slice({len(CITE_PREFIX)}));
   trigger('select', {{index: 0, value: chunk}});
 }}, true);
+"""
+
+# The open workspace and conversation written into the page's address (replacing it: Back
+# leaves the page as before), none while the cards are shown.
+_ADDRESS_KEPT = f"""
+(workspace, conversation) => {{
+  const query = new URLSearchParams();
+  if (workspace) {{
+    query.set('{WORKSPACE_PARAMETER}', workspace);
+    if (conversation) query.set('{CONVERSATION_PARAMETER}', conversation);
+  }}
+  const search = query.toString() ? '?' + query : '';
+  history.replaceState(history.state, '', location.pathname + search + location.hash);
+}}
 """
 
 PAGE_CSS = """
@@ -58,6 +80,7 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
 
     with gr.Blocks(title="rag-pipeline") as page:
         conversation = gr.State(None)  # the open conversation's id
+        resumed = gr.State(None)  # the conversation the page's address names, to reopen
         signed_in = gr.HTML("", elem_id="signed-in")
         # The page opens on the workspaces' cards; a card's Open shows its workspace instead.
         with gr.Column(elem_id="home") as home:
@@ -195,14 +218,15 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
 
         def previewing(event: Any) -> None:
             """After ``event``, the passage it chose to preview shown (none: the preview
-            emptied), not the one an earlier answer cited."""
+            emptied), not the one an earlier answer cited; and the page's address naming the
+            workspace and conversation open then."""
             event.then(
                 asking.show_passage,
                 [shown_chunk, workspace],
                 shown_outputs,
                 api_visibility="private",
                 show_progress=QUIET,
-            )
+            ).then(None, [workspace, conversations], None, js=_ADDRESS_KEPT)
 
         opened_outputs = [
             chat,
@@ -217,7 +241,10 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
         ]
         previewing(
             workspace.change(
-                cards.choose_workspace, workspace, opened_outputs, api_name="open_workspace"
+                cards.choose_workspace,
+                [workspace, resumed],
+                [*opened_outputs, resumed],
+                api_name="open_workspace",
             )
         )
         asked = question.submit(
@@ -327,8 +354,13 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
             show_progress=QUIET,
         )
         keep_it.click(keep, None, [doomed, confirming], api_visibility="private")
-        to_home.click(back_home, listed, [home, opened, listed], api_visibility="private")
+        to_home.click(
+            back_home, listed, [home, opened, listed, workspace], api_visibility="private"
+        )
         page.load(
-            cards.on_load, None, [workspace, search, signed_in, creating], api_visibility="private"
+            cards.on_load,
+            None,
+            [workspace, search, signed_in, creating, home, opened, resumed],
+            api_visibility="private",
         )
     return page
