@@ -12,6 +12,7 @@ from urllib.parse import unquote
 
 import pytest
 from gradio.utils import get_upload_folder
+from PIL import Image
 
 from rag_pipeline.cli import main
 from rag_pipeline.config import load_settings
@@ -375,6 +376,22 @@ def test_a_refused_workspace_change_shows_its_toast_and_leaves_the_cards_visible
         if event.fn is not None and event.fn.__qualname__ in changing
     }
     assert progress == {(name, "hidden") for name in changing}
+
+
+def test_a_refused_picture_search_warns_in_a_toast_and_leaves_what_was_shown(
+    page: Page,
+) -> None:
+    # It raised gr.Error, whose "Error" covered the evidence and the gallery until closed.
+    for picture, warning in (
+        (None, "Choose an image to search with first."),
+        (Image.new("RGB", (8, 8)), "search by image needs a CLIP model (images.clip_model)"),
+    ):
+        with pytest.warns(UserWarning, match=f"^{re.escape(warning)}$"):
+            shown = page.chat.search_by_picture(picture, "default", *NO_FILTERS, page.reader)
+        assert shown == (gr.skip(),) * 4
+    events = build_page(page.workspaces).fns.values()
+    [searching] = [e for e in events if e.fn and e.fn.__qualname__ == "Chat.search_by_picture"]
+    assert searching.show_progress == "hidden"  # any other refusal: a toast alone too
 
 
 def test_no_picture_offers_gradios_share_button_which_works_on_spaces_only(page: Page) -> None:

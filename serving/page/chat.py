@@ -101,15 +101,18 @@ class Chat(Handlers):
         request: gr.Request,
     ) -> tuple[Any, ...]:
         """The pictures like ``picture`` as evidence and in the gallery, and the first to
-        preview."""
+        preview; a search refused is said in a warning, what was shown left as it was."""
         assistant, _ = self.serving(request, workspace_id)
-        if picture is None:
-            raise gr.Error("Choose an image to search with first.")
         try:
+            if picture is None:
+                raise ValueError("Choose an image to search with first.")
             chosen = _query_filter(doc_ids, types, langs, since, until)
             found = assistant.search_pictures(picture, chosen)
-        except (QueryError, ValueError) as error:
-            raise gr.Error(str(error)) from error
+        except ValueError as error:  # a QueryError is one too
+            gr.Warning(str(error))
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        if not found:
+            gr.Info("No indexed picture is like it.")
         sources = [Source.of(n, candidate).as_dict() for n, candidate in enumerate(found, 1)]
         evidence = evidence_html(sources, workspace_id)
         return evidence, *_gallery(assistant, found), _first_chunk(sources)

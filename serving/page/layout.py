@@ -275,6 +275,7 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
                 [query_picture, workspace, *filters],
                 [evidence, gallery, shown_pictures, shown_chunk],
                 api_name="similar_pictures",
+                show_progress=QUIET,
             )
         )
         gallery.select(
