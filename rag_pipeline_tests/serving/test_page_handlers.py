@@ -26,7 +26,7 @@ from serving.page import gr
 from serving.page.chat import Chat
 from serving.page.governance import ACTIONS, Governance
 from serving.page.layout import build_page
-from serving.page.render import card_html
+from serving.page.render import card_html, time_ago
 from serving.page.uploads import Uploads
 from serving.page.workspaces import SEARCHED_FROM, HomeParts, WorkspaceCards
 from serving.workspaces import ServedWorkspaces
@@ -232,11 +232,44 @@ def _at(request: gr.Request, **address: str) -> gr.Request:
     return gr.Request(headers=request.kwargs["headers"], query_params=address)
 
 
+def test_a_card_says_how_long_ago_its_workspace_was_opened_in_words(page: Page) -> None:
+    hour = 3_600
+    said = {
+        0: "just now",
+        59: "just now",
+        60: "1 minute ago",
+        5 * 60 + 30: "5 minutes ago",
+        hour: "1 hour ago",
+        26 * hour: "1 day ago",
+        13 * 24 * hour: "1 week ago",
+        400 * 24 * hour: "1 year ago",
+    }
+    assert {elapsed: time_ago(1e9, 1e9 + elapsed) for elapsed in said} == said
+    page.cards.create("Opened", 0, page.manager)
+    try:
+        opened = find_workspace(page.workspaces.settings, "opened")
+        assert card_html(opened).endswith("0 sources · 0 documents · not opened yet</div>")
+        page.cards.choose_workspace("opened", None, page.manager)
+        opened = find_workspace(page.workspaces.settings, "opened")
+        assert card_html(opened).endswith("0 sources · 0 documents · opened just now</div>")
+    finally:  # the other tests' cards as they were
+        page.cards.delete("opened", None, 0, page.manager)
+
+
 def _cards(page: Page, request: gr.Request, wanted: str = "") -> gr.Blocks:
     """The cards the request's user sees (those ``wanted`` names), drawn."""
     with gr.Blocks() as blocks:
         parts = HomeParts(
-            gr.Dropdown(), gr.Column(), gr.Column(), gr.State(0), gr.State(), gr.Column(), gr.HTML()
+            gr.Dropdown(),
+            gr.Column(),
+            gr.Column(),
+            gr.State(0),
+            gr.State(),
+            gr.Column(),
+            gr.HTML(),
+            gr.State(),
+            gr.Column(),
+            gr.Textbox(),
         )
         page.cards.draw("name", wanted, request, parts)
     return blocks
@@ -282,8 +315,8 @@ def test_deleting_a_workspace_first_names_what_goes_with_it(page: Page) -> None:
     history = History(doomed.home)
     history.new_conversation("What is doomed?", "someone")
     history.close()
-    assert card_html(doomed).endswith(
-        "<div class='facts'>1 source · 0 documents · last opened never</div>"
+    assert card_html(doomed).endswith(  # its upload folder holds files: one source
+        "<div class='facts'>1 source · 0 documents · not opened yet</div>"
     )
 
     ask = page.cards.deleting("doomed")
@@ -366,7 +399,7 @@ def test_a_refused_workspace_change_shows_its_toast_and_leaves_the_cards_visible
     events = [*build_page(page.workspaces).fns.values(), *_cards(page, page.manager).fns.values()]
     changing = {
         "WorkspaceCards.create",
-        "WorkspaceCards.renaming.<locals>.rename",
+        "WorkspaceCards.rename",
         "WorkspaceCards.deleting.<locals>.ask",  # a card's Delete, before the confirmation
         "WorkspaceCards.delete",
     }

@@ -64,6 +64,8 @@ PAGE_CSS = """
 .card .name { font-weight: 600; }
 .card .facts { color: var(--body-text-color-subdued); font-size: 0.9em; }
 .signed-in { text-align: right; }
+/* Gradio's footer ends on a separator when it shows one link alone (Use via API). */
+footer > .divider:last-child { display: none; }
 .signed-in form { display: inline; margin-left: 0.6em; }
 """
 
@@ -93,8 +95,10 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
                     label="Find a workspace", visible=False, elem_id="card-search", scale=2
                 )
             with gr.Row(visible=False, elem_id="creating") as creating:  # for managers
-                new_name = gr.Textbox(label="New workspace", elem_id="workspace-name", scale=3)
-                create = gr.Button("New", size="sm", elem_id="create-workspace")
+                created_name = gr.Textbox(label="New workspace", elem_id="workspace-name", scale=3)
+                create = gr.Button(
+                    "New", size="sm", elem_id="create-workspace", scale=0, min_width=100
+                )
             with gr.Column(visible=False, variant="panel", elem_id="confirm-delete") as confirming:
                 doomed_facts = gr.HTML("", elem_id="doomed")
                 with gr.Row():
@@ -102,8 +106,25 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
                         "Delete for good", size="sm", variant="stop", elem_id="delete-for-good"
                     )
                     keep_it = gr.Button("Keep it", size="sm", elem_id="keep-workspace")
+            with (
+                gr.Column(visible=False, variant="panel", elem_id="renaming") as renaming,
+                gr.Row(),
+            ):
+                new_name = gr.Textbox(label="New name", elem_id="new-name", scale=3)
+                rename = gr.Button(
+                    "Rename",
+                    size="sm",
+                    variant="primary",
+                    elem_id="rename-workspace",
+                    scale=0,
+                    min_width=100,
+                )
+                keep_name = gr.Button(
+                    "Cancel", size="sm", elem_id="keep-name", scale=0, min_width=100
+                )
             listed = gr.State(0)  # counts the changes to the workspaces: each draws the cards anew
             doomed = gr.State(None)  # the workspace whose deletion awaits its confirmation
+            renamed = gr.State(None)  # the workspace whose new name is being written
         with gr.Column(visible=False, elem_id="opened") as opened:
             with gr.Row():
                 to_home = gr.Button("← Workspaces", size="sm", elem_id="to-workspaces", scale=0)
@@ -206,7 +227,18 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
                 refresh_traces = gr.Button("Show the last queries", size="sm")
                 traces = gr.JSON(label="Traces, newest first")
 
-        home_parts = HomeParts(workspace, home, opened, listed, doomed, confirming, doomed_facts)
+        home_parts = HomeParts(
+            workspace,
+            home,
+            opened,
+            listed,
+            doomed,
+            confirming,
+            doomed_facts,
+            renamed,
+            renaming,
+            new_name,
+        )
         with home:  # the cards last in it, their buttons wired to the parts above
 
             @gr.render(inputs=[order, search, listed])
@@ -342,8 +374,8 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
         )
         create.click(
             cards.create,
-            [new_name, listed],
-            [workspace, search, listed, new_name, home, opened],
+            [created_name, listed],
+            [workspace, search, listed, created_name, home, opened],
             api_visibility="private",
             show_progress=QUIET,
         )
@@ -355,6 +387,15 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
             show_progress=QUIET,
         )
         keep_it.click(keep, None, [doomed, confirming], api_visibility="private")
+        for renamed_by in (rename.click, new_name.submit):
+            renamed_by(
+                cards.rename,
+                [renamed, new_name, workspace, listed],
+                [workspace, listed, renamed, renaming],
+                api_visibility="private",
+                show_progress=QUIET,
+            )
+        keep_name.click(keep, None, [renamed, renaming], api_visibility="private")
         to_home.click(
             back_home, listed, [home, opened, listed, workspace], api_visibility="private"
         )

@@ -42,6 +42,9 @@ class HomeParts:
     doomed: gr.State  # the workspace whose deletion awaits its confirmation
     confirming: gr.Column
     doomed_facts: gr.HTML  # what the deletion takes away
+    renamed: gr.State  # the workspace whose new name is being written
+    renaming: gr.Column  # the one box for the new name, shown by a card's Rename
+    new_name: gr.Textbox
 
 
 class WorkspaceCards(Handlers):
@@ -107,16 +110,21 @@ class WorkspaceCards(Handlers):
             created = self.workspaces.create(user, name)
         return *self._listing(user, created.id), changes + 1, "", *_views(opened=True)
 
-    def renaming(self, target: str) -> Any:
-        """The Rename of ``target``'s card: the workspace dropdown, and the changes counted."""
-
-        def rename(name: str, current: str | None, changes: int, request: gr.Request) -> Any:
-            user = self.signed_in(request)
+    def rename(
+        self,
+        target: str | None,
+        name: str,
+        current: str | None,
+        changes: int,
+        request: gr.Request,
+    ) -> tuple[Any, ...]:
+        """Rename the workspace whose card's Rename was chosen: the workspace dropdown, the
+        changes counted, nothing being renamed, the name box hidden."""
+        user = self.signed_in(request)
+        if target:
             with _refusals():
                 self.workspaces.rename(user, target, name)
-            return self._listing(user, current)[0], changes + 1
-
-        return rename
+        return self._listing(user, current)[0], changes + 1, *keep()
 
     def deleting(self, target: str) -> Any:
         """The Delete of ``target``'s card: the workspace awaiting confirmation, the
@@ -178,14 +186,11 @@ class WorkspaceCards(Handlers):
                         self._manage(card, parts)
 
     def _manage(self, card: Workspace, parts: HomeParts) -> None:
-        name = gr.Textbox(
-            card.name, label="New name", interactive=True, key=("name", card.id, card.name)
-        )
         with gr.Row():
             gr.Button("Rename", size="sm", key=("rename", card.id)).click(
-                self.renaming(card.id),
-                [name, parts.workspace, parts.listed],
-                [parts.workspace, parts.listed],
+                _renaming(card),
+                None,
+                [parts.renamed, parts.renaming, parts.new_name],
                 api_visibility="private",
                 show_progress=QUIET,
                 key=("rename", card.id),
@@ -202,8 +207,14 @@ class WorkspaceCards(Handlers):
 
 
 def keep() -> tuple[None, Any]:
-    """The deletion not confirmed: nothing awaits it, the confirmation hidden."""
+    """The deletion or renaming not gone on with: nothing awaits it, its box hidden."""
     return None, gr.Column(visible=False)
+
+
+def _renaming(card: Workspace) -> Any:
+    """A card's Rename: its workspace awaiting a new name, the name box shown with its name."""
+    label = f"New name of {card.name}"
+    return lambda: (card.id, gr.Column(visible=True), gr.Textbox(card.name, label=label))
 
 
 def back_home(changes: int) -> tuple[Any, ...]:
