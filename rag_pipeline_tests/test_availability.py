@@ -253,6 +253,8 @@ def test_a_run_records_a_documents_availability_in_its_materialization(
 def test_in_a_browser_a_governor_archives_a_cited_document_and_puts_it_back(
     cli: Cli, home: Path, source: Path, browser: Browser
 ) -> None:
+    from playwright.sync_api import expect
+
     (source / "otters.md").write_text(OTTERS, "utf-8")
     assert cli("index", "--home", home, "--source", source).code == 0
     settings = load_settings(home)
@@ -262,8 +264,14 @@ def test_in_a_browser_a_governor_archives_a_cited_document_and_puts_it_back(
         open_workspace(page)
         ask_on_the_page(page, "Why do otters hold hands?")
         page.locator("#evidence a.citation").first.click(timeout=60_000)
+        # Only what fits where the document stands is offered: nothing to put back yet.
+        expect(page.locator("#reject-passage")).to_be_visible(timeout=30_000)
+        expect(page.locator("#put-back")).to_be_hidden()
         page.locator("#archive").click(timeout=30_000)
         page.locator(".toast-body").filter(has_text="archived").wait_for(timeout=30_000)
+        expect(page.locator("#archive")).to_be_hidden(timeout=30_000)
+        expect(page.locator("#reject-passage")).to_be_hidden()
+        expect(page.locator("#preview-text")).to_contain_text("The document is archived")
         found = httpx.get(f"{server.url}/api/search", params={"q": "otters hold hands"})
         assert "docs/otters.md" not in [document["id"] for document in found.json()]
         status = {row["doc_id"]: row for row in cli("status", "--home", home, "--json").json()}
@@ -271,6 +279,8 @@ def test_in_a_browser_a_governor_archives_a_cited_document_and_puts_it_back(
 
         page.locator("#put-back").click()
         page.locator(".toast-body").filter(has_text="back in search").wait_for(timeout=30_000)
+        expect(page.locator("#put-back")).to_be_hidden(timeout=30_000)
+        expect(page.locator("#archive")).to_be_visible()
         found = httpx.get(f"{server.url}/api/search", params={"q": "otters hold hands"})
         assert "docs/otters.md" in [document["id"] for document in found.json()]
 

@@ -62,6 +62,35 @@ class Contents:
 
 
 @dataclass(frozen=True, slots=True)
+class Standing:
+    """Where a cited passage stands: its document's availability, and whether the passage itself
+    is out of search."""
+
+    document: Availability
+    passage_offline: bool
+
+    def offline(self, whole: bool) -> bool:
+        """Whether the document (``whole``), or the passage itself, is out of search."""
+        return self.document != "active" if whole else self.passage_offline
+
+    @property
+    def in_search(self) -> bool:
+        """Neither the document nor the passage is out of search."""
+        return not self.offline(whole=True) and not self.offline(whole=False)
+
+    def refusal(self, state: Availability, whole: bool) -> str | None:
+        """Why setting the document (``whole``) or the passage to ``state`` would change
+        nothing, or None when it would. Putting back brings back whichever is out of search."""
+        if state == "active":
+            return "It is in search already." if self.in_search else None
+        if whole:
+            return f"The document is {state} already." if self.document == state else None
+        if self.document != "active":
+            return f"The whole document is {self.document}: put it back first."
+        return "The passage is out of search already." if self.passage_offline else None
+
+
+@dataclass(frozen=True, slots=True)
 class Upload:
     """One file of an upload: taken (written to ``path``) or refused (and why)."""
 
@@ -195,6 +224,28 @@ class ServedWorkspaces:
     ) -> AvailabilityRecord:
         """Take the document of a cited chunk (``whole``) or the chunk itself out of search, or
         put it back, for a user who may govern the workspace."""
+        workspace, doc_id, index = self._governed(user, workspace_id, chunk_id)
+        chunk = None if whole else index
+        return set_availability(
+            workspace.settings, doc_id, state, user.name, chunk, observe=self._observe
+        )
+
+    def standing(self, user: User, workspace_id: str, chunk_id: str) -> Standing:
+        """Where a cited chunk and its document stand, for a user who may govern the
+        workspace."""
+        workspace, doc_id, _ = self._governed(user, workspace_id, chunk_id)
+        with Catalog(workspace.settings) as catalog:
+            live = catalog.live_collection()
+            offline_chunks = catalog.offline(live.name)[1] if live else []
+            document: Availability = next(
+                (r.state for r in catalog.availability() if r.doc_id == doc_id and not r.text_hash),
+                "active",
+            )
+        return Standing(document, chunk_id in offline_chunks)
+
+    def _governed(self, user: User, workspace_id: str, chunk_id: str) -> tuple[Workspace, str, int]:
+        """The workspace, if the user may govern it, and the document and index of the chunk,
+        if it is of the document's live version."""
         workspace = self.workspace(user, workspace_id)
         if not user.may_govern(workspace.id):
             raise NotAllowed(f"{user.name} may not take documents out of search here")
@@ -207,10 +258,7 @@ class ServedWorkspaces:
             record = catalog.document(live.name, doc_id) if live else None
         if record is None or record.indexed_version != version:
             raise AvailabilityError(f"{doc_id} changed since this answer: search again")
-        chunk = None if whole else index
-        return set_availability(
-            workspace.settings, doc_id, state, user.name, chunk, observe=self._observe
-        )
+        return workspace, doc_id, index
 
     # -- uploads -----------------------------------------------------------------------------
 

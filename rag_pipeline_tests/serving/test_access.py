@@ -288,11 +288,20 @@ def test_in_a_browser_an_admin_creates_renames_sorts_and_deletes_a_workspace_by_
     page.locator("#to-workspaces").click()
     page.locator("#card-order").get_by_label("last opened").check()
     expect(names).to_have_text(["Client C", "Default", "Client B"], timeout=30_000)
-    expect(workspace_card(page, "Client C")).to_contain_text("1 source · 0 documents")
+    expect(workspace_card(page, "Client C")).to_contain_text(
+        "0 sources · 0 documents · opened just now"
+    )
 
-    workspace_card(page, "Client C").get_by_role("textbox").fill("Acme")
+    # One name box, shown for the card renamed, rather than one on every card.
+    renaming = page.locator("#new-name").get_by_role("textbox")
+    expect(renaming).to_be_hidden()
+    expect(page.locator("#workspace-cards").get_by_role("textbox")).to_have_count(0)
     workspace_card(page, "Client C").get_by_role("button", name="Rename").click()
+    expect(renaming).to_have_value("Client C", timeout=30_000)
+    renaming.fill("Acme")
+    page.locator("#rename-workspace").click()
     expect(names).to_have_text(["Acme", "Default", "Client B"], timeout=30_000)
+    expect(renaming).to_be_hidden()
     assert find_workspace(load_settings(home), "client-c").name == "Acme"
     open_workspace(page, "Default")
     page.locator("#to-workspaces").click()

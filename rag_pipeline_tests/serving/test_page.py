@@ -116,6 +116,8 @@ def test_a_pdf_citation_preview_is_a_png_with_the_page(served: str, indexed: Set
 def test_in_a_browser_a_cited_answer_opens_its_highlighted_page(
     served: str, browser: Browser
 ) -> None:
+    from playwright.sync_api import expect
+
     page = browser.new_page()
     page.goto(served + "/")
     open_workspace(page)
@@ -132,6 +134,12 @@ def test_in_a_browser_a_cited_answer_opens_its_highlighted_page(
     assert _has_highlight(Image.open(io.BytesIO(png)).convert("RGB"))
     assert "page" in page.locator("#preview-text").inner_text()
     assert page.locator("#original-file").get_attribute("href").startswith("/api/file")
+    # The next answer's first citation replaces the page shown: a text file's passage.
+    ask_on_the_page(page, "When do owls hunt?")
+    expect(page.locator("#preview-text")).to_contain_text("docs/guide.md", timeout=60_000)
+    expect(page.locator("#preview-image")).to_be_hidden()
+    page.locator("#new-conversation").click()  # a fresh chat: nothing previewed
+    expect(page.locator("#preview-text")).to_have_text("", timeout=30_000)
 
 
 def _has_highlight(image: Image.Image) -> bool:

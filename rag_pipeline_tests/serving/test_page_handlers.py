@@ -8,9 +8,11 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 from gradio.utils import get_upload_folder
+from PIL import Image
 
 from rag_pipeline.cli import main
 from rag_pipeline.config import load_settings
@@ -22,9 +24,9 @@ from serving.access import add_user
 from serving.history import History
 from serving.page import gr
 from serving.page.chat import Chat
-from serving.page.governance import Governance
+from serving.page.governance import ACTIONS, Governance
 from serving.page.layout import build_page
-from serving.page.render import card_html
+from serving.page.render import card_html, time_ago
 from serving.page.uploads import Uploads
 from serving.page.workspaces import SEARCHED_FROM, HomeParts, WorkspaceCards
 from serving.workspaces import ServedWorkspaces
@@ -74,7 +76,7 @@ def test_an_answer_links_its_markers_to_the_evidence_listed_by_file(page: Page) 
     *streamed, last = page.chat.ask(
         "When do owls hunt?", "default", None, [], *NO_FILTERS, page.reader
     )
-    history, question, conversation, conversations, evidence, gallery, pictures = last
+    history, question, conversation, conversations, evidence, gallery, pictures, previewed = last
     assert [message["role"] for message in history] == ["user", "assistant"]
     assert history[0]["content"] == "When do owls hunt?" and question == ""
     answer = history[1]["content"]
@@ -91,6 +93,7 @@ def test_an_answer_links_its_markers_to_the_evidence_listed_by_file(page: Page) 
         [("When do owls hunt?", conversation)],
     )
     assert gallery.visible is False and pictures == []
+    assert previewed == unquote(cited[0].removeprefix("#cite:"))  # the preview follows it
     assert streamed and all(state[2] == conversation for state in streamed)
 
 
@@ -141,11 +144,55 @@ def test_a_question_refused_is_said_in_a_toast_before_the_answer_streams(page: P
 def test_a_cited_passage_offers_the_governing_buttons_to_a_governor_only(page: Page) -> None:
     chunk = live_chunks(page.workspaces.settings.home, "docs/guide.md")[0]["chunk_id"]
     for request, governs in ((page.reader, False), (page.manager, True)):
-        image, caption, shown, governing = page.chat.show_chunk(request, "default", chunk)
+        image, caption, shown, governing, *_ = page.chat.show_chunk(request, "default", chunk)
         assert image.visible is False  # a text file: its passage, no page picture
         assert caption.startswith("<p><b>docs/guide.md</b> · <a href='/api/file?doc_id=")
         assert "id='original-file'>open the original</a>" in caption
         assert shown == chunk and governing.visible is governs
+    image, caption, shown, governing, *buttons = page.chat.show_chunk(page.manager, "default", None)
+    assert (image.visible, caption, shown, governing.visible) == (False, "", None, False)
+    assert not any(button.visible for button in buttons)
+
+
+def test_only_the_governing_actions_that_fit_are_offered_and_a_stale_one_only_warns(
+    page: Page,
+) -> None:
+    chunk = live_chunks(page.workspaces.settings.home, "docs/report.pdf")[0]["chunk_id"]
+    archive, _, reject_passage, put_back = (page.governance.button(a) for a in ACTIONS)
+
+    def offered() -> tuple[list[str], str]:
+        """The governing buttons shown to the manager, and what the preview says first."""
+        _, caption, _, _, *buttons = page.chat.show_chunk(page.manager, "default", chunk)
+        shown = [action.elem_id for action, b in zip(ACTIONS, buttons, strict=True) if b.visible]
+        return shown, caption.split("</p>")[0]
+
+    assert offered()[0] == ["archive", "reject", "reject-passage"]
+    try:
+        archive(chunk, "default", page.manager)
+        assert offered() == (
+            ["reject", "put-back"],
+            "<p class='standing'><b>The document is archived: out of search.</b>",
+        )
+        for stale, warning in (
+            (archive, "The document is archived already."),
+            (reject_passage, "The whole document is archived: put it back first."),
+        ):
+            with pytest.warns(UserWarning, match=f"^{re.escape(warning)}$"):
+                stale(chunk, "default", page.manager)
+        put_back(chunk, "default", page.manager)
+        reject_passage(chunk, "default", page.manager)
+        assert offered() == (
+            ["archive", "reject", "put-back"],
+            "<p class='standing'><b>This passage is out of search.</b>",
+        )
+        put_back(chunk, "default", page.manager)
+        assert offered()[0] == ["archive", "reject", "reject-passage"]
+        with pytest.warns(UserWarning, match="^It is in search already.$"):
+            put_back(chunk, "default", page.manager)
+    finally:
+        page.workspaces.set_availability(
+            page.cards.signed_in(page.manager), "default", chunk, "active", whole=True
+        )
 
 
 def test_a_refused_governing_action_says_why(page: Page) -> None:
@@ -160,15 +207,81 @@ def test_a_refused_governing_action_says_why(page: Page) -> None:
     }
     for message, (chunk_id, request) in refusals.items():
         with pytest.raises(gr.Error) as refused:
-            page.governance.button("archived", True)(chunk_id, "default", request)
+            page.governance.button(ACTIONS[0])(chunk_id, "default", request)
         assert _refusal(refused) == message
+
+
+def test_the_pages_address_reopens_its_workspace_on_the_users_own_conversation(
+    page: Page,
+) -> None:
+    *_, asked = page.chat.ask(
+        "Where do herons stand?", "default", None, [], *NO_FILTERS, page.reader
+    )
+    conversation = asked[2]
+    address = {"workspace": "default", "conversation": conversation}
+    *_, home, opened, resumed = page.cards.on_load(_at(page.reader, **address))
+    assert (home.visible, opened.visible, resumed) == (False, True, conversation)
+    elsewhere = _at(page.reader, workspace="nowhere", conversation=conversation)
+    *_, home, opened, resumed = page.cards.on_load(elsewhere)
+    assert (home.visible, opened.visible, resumed) == (True, False, None)
+
+    chat, shown, evidence, previewed, listed, *_, resumed = page.cards.choose_workspace(
+        "default", conversation, page.reader
+    )
+    assert [m["role"] for m in chat] == ["user", "assistant"]
+    assert chat[0]["content"] == "Where do herons stand?"
+    assert (shown, listed.value, resumed) == (conversation, conversation, None)
+    assert "guide.md" in evidence and previewed == asked[-1]
+    # Another user's conversation is not theirs to reopen: a fresh chat.
+    chat, shown, evidence, previewed, *_ = page.cards.choose_workspace(
+        "default", conversation, page.manager
+    )
+    assert (chat, shown, evidence, previewed) == ([], None, "", None)
+
+
+def _at(request: gr.Request, **address: str) -> gr.Request:
+    """The request, from a page whose address holds ``address``."""
+    return gr.Request(headers=request.kwargs["headers"], query_params=address)
+
+
+def test_a_card_says_how_long_ago_its_workspace_was_opened_in_words(page: Page) -> None:
+    hour = 3_600
+    said = {
+        0: "just now",
+        59: "just now",
+        60: "1 minute ago",
+        5 * 60 + 30: "5 minutes ago",
+        hour: "1 hour ago",
+        26 * hour: "1 day ago",
+        13 * 24 * hour: "1 week ago",
+        400 * 24 * hour: "1 year ago",
+    }
+    assert {elapsed: time_ago(1e9, 1e9 + elapsed) for elapsed in said} == said
+    page.cards.create("Opened", 0, page.manager)
+    try:
+        opened = find_workspace(page.workspaces.settings, "opened")
+        assert card_html(opened).endswith("0 sources · 0 documents · not opened yet</div>")
+        page.cards.choose_workspace("opened", None, page.manager)
+        opened = find_workspace(page.workspaces.settings, "opened")
+        assert card_html(opened).endswith("0 sources · 0 documents · opened just now</div>")
+    finally:  # the other tests' cards as they were
+        page.cards.delete("opened", None, 0, page.manager)
 
 
 def _cards(page: Page, request: gr.Request, wanted: str = "") -> gr.Blocks:
     """The cards the request's user sees (those ``wanted`` names), drawn."""
     with gr.Blocks() as blocks:
         parts = HomeParts(
-            gr.Dropdown(), gr.Column(), gr.Column(), gr.State(0), gr.State(), gr.Column(), gr.HTML()
+            gr.Dropdown(),
+            gr.Column(),
+            gr.Column(),
+            gr.State(0),
+            gr.State(),
+            gr.Column(),
+            gr.HTML(),
+            gr.State(),
+            gr.Column(),
+            gr.Textbox(),
         )
         page.cards.draw("name", wanted, request, parts)
     return blocks
@@ -183,8 +296,8 @@ def _drawn(page: Page, request: gr.Request, wanted: str = "") -> list[str]:
 def test_a_reader_gets_open_on_each_card_and_a_manager_new_rename_and_delete_too(
     page: Page,
 ) -> None:
-    *_, reader_creates = page.cards.on_load(page.reader)
-    *_, manager_creates = page.cards.on_load(page.manager)
+    reader_creates = page.cards.on_load(page.reader)[3]
+    manager_creates = page.cards.on_load(page.manager)[3]
     assert (reader_creates.visible, manager_creates.visible) == (False, True)
     with pytest.raises(gr.Error) as refused:
         page.cards.create("Client B", 0, page.reader)
@@ -214,8 +327,8 @@ def test_deleting_a_workspace_first_names_what_goes_with_it(page: Page) -> None:
     history = History(doomed.home)
     history.new_conversation("What is doomed?", "someone")
     history.close()
-    assert card_html(doomed).endswith(
-        "<div class='facts'>1 source · 0 documents · last opened never</div>"
+    assert card_html(doomed).endswith(  # its upload folder holds files: one source
+        "<div class='facts'>1 source · 0 documents · not opened yet</div>"
     )
 
     ask = page.cards.deleting("doomed")
@@ -298,7 +411,7 @@ def test_a_refused_workspace_change_shows_its_toast_and_leaves_the_cards_visible
     events = [*build_page(page.workspaces).fns.values(), *_cards(page, page.manager).fns.values()]
     changing = {
         "WorkspaceCards.create",
-        "WorkspaceCards.renaming.<locals>.rename",
+        "WorkspaceCards.rename",
         "WorkspaceCards.deleting.<locals>.ask",  # a card's Delete, before the confirmation
         "WorkspaceCards.delete",
     }
@@ -308,6 +421,22 @@ def test_a_refused_workspace_change_shows_its_toast_and_leaves_the_cards_visible
         if event.fn is not None and event.fn.__qualname__ in changing
     }
     assert progress == {(name, "hidden") for name in changing}
+
+
+def test_a_refused_picture_search_warns_in_a_toast_and_leaves_what_was_shown(
+    page: Page,
+) -> None:
+    # It raised gr.Error, whose "Error" covered the evidence and the gallery until closed.
+    for picture, warning in (
+        (None, "Choose an image to search with first."),
+        (Image.new("RGB", (8, 8)), "search by image needs a CLIP model (images.clip_model)"),
+    ):
+        with pytest.warns(UserWarning, match=f"^{re.escape(warning)}$"):
+            shown = page.chat.search_by_picture(picture, "default", *NO_FILTERS, page.reader)
+        assert shown == (gr.skip(),) * 4
+    events = build_page(page.workspaces).fns.values()
+    [searching] = [e for e in events if e.fn and e.fn.__qualname__ == "Chat.search_by_picture"]
+    assert searching.show_progress == "hidden"  # any other refusal: a toast alone too
 
 
 def test_no_picture_offers_gradios_share_button_which_works_on_spaces_only(page: Page) -> None:

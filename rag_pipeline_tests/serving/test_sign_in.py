@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
 import threading
 import time
@@ -17,6 +18,7 @@ import pytest
 
 from rag_pipeline.cli import main
 from rag_pipeline.config import load_settings, stored_settings, write_stored_settings
+from rag_pipeline_tests.conftest import ask_on_the_page, open_workspace, workspace_card
 from serving.access import SESSION_COOKIE, Authenticator, Sessions, Throttle, add_user, remove_user
 from serving.server import BackgroundServer
 
@@ -300,9 +302,21 @@ def test_in_a_browser_the_form_signs_in_a_reload_stays_signed_in_and_sign_out_en
     assert cookie["sameSite"] == "Strict" and cookie["secure"] is False
     assert 11.9 * 3600 < cookie["expires"] - time.time() <= 12 * 3600
 
+    open_workspace(page)
+    ask_on_the_page(page, "Can the kiwi fly?")
+    page.locator("#evidence a.citation").first.wait_for(timeout=60_000)
+    expect(page).to_have_url(re.compile(r"/\?workspace=default&conversation=\w+$"))
     page.reload()
     expect(who).to_contain_text("Signed in as erin", timeout=30_000)
-    assert page.url == url + "/"
+    # Still in the workspace, on its conversation, with its evidence and preview.
+    expect(page.locator("#chat")).to_contain_text("Can the kiwi fly?", timeout=30_000)
+    expect(page.locator("#evidence")).to_contain_text("kiwi.md")
+    expect(page.locator("#preview-text")).to_contain_text("docs/kiwi.md")
+    page.locator("#to-workspaces").click()
+    expect(page).to_have_url(url + "/")
+    page.reload()
+    expect(workspace_card(page, "Default")).to_be_visible(timeout=30_000)
+    expect(page.locator("#opened")).to_be_hidden()
 
     page.locator("#sign-out").click()
     page.wait_for_url(url + "/sign-in")

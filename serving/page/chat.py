@@ -6,19 +6,23 @@ from __future__ import annotations
 import html
 import io
 from collections.abc import Iterator
+from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
+from rag_pipeline.availability import AvailabilityError
 from rag_pipeline.store.schema import QueryFilter
 from serving.answer import Answer
 from serving.assistant import Assistant, Source, file_url
+from serving.page.governance import offered
 from serving.page.handlers import Handlers
 from serving.page.render import evidence_html, link_markers, linked
 from serving.preview import PreviewError, preview
 from serving.retrieval import Candidate, QueryError
+from serving.workspaces import Standing
 
 
 class Chat(Handlers):
@@ -55,11 +59,12 @@ class Chat(Handlers):
         request: gr.Request,
     ) -> Iterator[tuple[Any, ...]]:
         """The chat as the answer streams in, the question box emptied, and the conversation;
-        last, the conversations listed, the evidence, and the pictures among the passages."""
+        last, the conversations listed, the evidence, the pictures among the passages, and the
+        passage to preview: the first cited (none when nothing is)."""
         assistant, owner = self.serving(request, workspace_id)
         text = (text or "").strip()
         if not text:
-            yield history, "", conversation_id, gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            yield history, "", conversation_id, *[gr.skip()] * 5
             return
         try:
             query_filter = _query_filter(doc_ids, types, langs, since, until)
@@ -70,7 +75,7 @@ class Chat(Handlers):
         try:
             for opened, final in assistant.ask(text, conversation_id, query_filter, owner=owner):
                 shown = [*history, {"role": "assistant", "content": linked(final)}]
-                yield shown, "", opened, gr.skip(), gr.skip(), gr.skip(), gr.skip()
+                yield shown, "", opened, *[gr.skip()] * 5
         except QueryError as error:
             raise gr.Error(str(error)) from error
         sources = [Source.of(n, final.passages[n - 1]).as_dict() for n in final.cited]
@@ -81,6 +86,7 @@ class Chat(Handlers):
             conversation_choices(assistant, owner, opened),
             evidence_html(sources, workspace_id),
             *_gallery(assistant, [*final.passages, *final.pictures]),
+            _first_chunk(sources),
         )
 
     def search_by_picture(
@@ -94,29 +100,28 @@ class Chat(Handlers):
         until: str | None,
         request: gr.Request,
     ) -> tuple[Any, ...]:
+        """The pictures like ``picture`` as evidence and in the gallery, and the first to
+        preview; a search refused is said in a warning, what was shown left as it was."""
         assistant, _ = self.serving(request, workspace_id)
-        if picture is None:
-            raise gr.Error("Choose an image to search with first.")
         try:
+            if picture is None:
+                raise ValueError("Choose an image to search with first.")
             chosen = _query_filter(doc_ids, types, langs, since, until)
             found = assistant.search_pictures(picture, chosen)
-        except (QueryError, ValueError) as error:
-            raise gr.Error(str(error)) from error
+        except ValueError as error:  # a QueryError is one too
+            gr.Warning(str(error))
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        if not found:
+            gr.Info("No indexed picture is like it.")
         sources = [Source.of(n, candidate).as_dict() for n, candidate in enumerate(found, 1)]
-        return evidence_html(sources, workspace_id), *_gallery(assistant, found)
+        evidence = evidence_html(sources, workspace_id)
+        return evidence, *_gallery(assistant, found), _first_chunk(sources)
 
     def open_conversation(
         self, conversation_id: str | None, workspace_id: str | None, request: gr.Request
     ) -> tuple[Any, ...]:
         assistant, owner = self.serving(request, workspace_id)
-        if not conversation_id:
-            return [], None, ""
-        messages = assistant.history.messages(conversation_id, owner)
-        history = [
-            {"role": m.role, "content": link_markers(m.content, m.sources)} for m in messages
-        ]
-        last = next((m.sources for m in reversed(messages) if m.role == "assistant"), [])
-        return history, conversation_id, evidence_html(last, workspace_id)
+        return reopened(assistant, owner, conversation_id, workspace_id)
 
     def delete_conversation(
         self, conversation_id: str | None, workspace_id: str | None, request: gr.Request
@@ -124,7 +129,7 @@ class Chat(Handlers):
         assistant, owner = self.serving(request, workspace_id)
         if conversation_id:
             assistant.history.delete_conversation(conversation_id, owner)
-        return [], None, "", conversation_choices(assistant, owner, None)
+        return [], None, "", None, conversation_choices(assistant, owner, None)
 
     def show_traces(self, workspace_id: str | None, request: gr.Request) -> Any:
         assistant, owner = self.serving(request, workspace_id)
@@ -134,6 +139,12 @@ class Chat(Handlers):
         self, workspace_id: str | None, event: gr.SelectData, request: gr.Request
     ) -> tuple[Any, ...]:
         return self.show_chunk(request, workspace_id, str(event.value))
+
+    def show_passage(
+        self, chunk_id: str | None, workspace_id: str | None, request: gr.Request
+    ) -> tuple[Any, ...]:
+        """The preview of the passage chosen by the event before (none: the preview empty)."""
+        return self.show_chunk(request, workspace_id, chunk_id)
 
     def show_picture(
         self,
@@ -145,24 +156,61 @@ class Chat(Handlers):
         return self.show_chunk(request, workspace_id, chunk_ids[event.index])
 
     def show_chunk(
-        self, request: gr.Request, workspace_id: str | None, chunk_id: str
+        self, request: gr.Request, workspace_id: str | None, chunk_id: str | None
     ) -> tuple[Any, ...]:
-        """The passage's preview, its chunk id, and the governing buttons for those who
-        may use them."""
+        """The passage's preview (an empty one without a passage), its chunk id, and, for
+        those who may govern, the governing row and buttons that fit where it stands."""
+        if not chunk_id:
+            return gr.Image(value=None, visible=False), "", None, *offered(None)
         assistant, _ = self.serving(request, workspace_id)
-        may_govern = self.signed_in(request).may_govern(assistant.settings.workspace)
+        user = self.signed_in(request)
+        may_govern = user.may_govern(assistant.settings.workspace)
+        standing = None
+        if may_govern:
+            with suppress(AvailabilityError):  # changed since: its preview says so
+                standing = self.workspaces.standing(user, assistant.settings.workspace, chunk_id)
         image, caption = _previewed(assistant, workspace_id, chunk_id, may_govern)
-        return image, caption, chunk_id, gr.Row(visible=may_govern)
+        return image, _standing_html(standing) + caption, chunk_id, *offered(standing)
 
 
 def new_conversation() -> tuple[Any, ...]:
-    """A fresh chat: no messages, no conversation chosen, no evidence, no pictures."""
-    return [], None, "", gr.Dropdown(value=None), gr.Gallery(value=None, visible=False)
+    """A fresh chat: no messages, no conversation chosen, no evidence, no pictures, nothing
+    to preview."""
+    return [], None, "", None, gr.Dropdown(value=None), gr.Gallery(value=None, visible=False)
+
+
+def reopened(
+    assistant: Assistant, owner: str, conversation_id: str | None, workspace_id: str | None
+) -> tuple[Any, ...]:
+    """A kept conversation as the chat shows it, its id, its last answer's evidence, and the
+    first passage that answer cited, to preview (nothing for none, or another's)."""
+    messages = assistant.history.messages(conversation_id, owner) if conversation_id else []
+    if not messages:
+        return [], None, "", None
+    history = [{"role": m.role, "content": link_markers(m.content, m.sources)} for m in messages]
+    last = next((m.sources for m in reversed(messages) if m.role == "assistant"), [])
+    return history, conversation_id, evidence_html(last, workspace_id), _first_chunk(last)
 
 
 def conversation_choices(assistant: Assistant, owner: str, selected: str | None) -> Any:
     choices = [(c.title, c.id) for c in assistant.history.conversations(owner)]
     return gr.Dropdown(choices=choices, value=selected)
+
+
+def _first_chunk(sources: list[dict[str, Any]]) -> str | None:
+    return sources[0]["chunk_id"] if sources else None
+
+
+def _standing_html(standing: Standing | None) -> str:
+    """A governor's note of what of the passage is out of search."""
+    if standing is None or standing.in_search:
+        return ""
+    said = (
+        f"The document is {standing.document}: out of search."
+        if standing.offline(whole=True)
+        else "This passage is out of search."
+    )
+    return f"<p class='standing'><b>{said}</b></p>"
 
 
 def _previewed(

@@ -1,50 +1,83 @@
 """Governing a workspace from the preview: the cited passage's document, or the passage alone,
-taken out of search (archived or rejected), or put back."""
+taken out of search (archived or rejected), or put back; only what fits where they stand is
+offered."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import gradio as gr
 
 from rag_pipeline.availability import AvailabilityError
 from rag_pipeline.catalog import Availability
 from serving.page.handlers import Handlers
-from serving.workspaces import NotAllowed
+from serving.workspaces import NotAllowed, Standing
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """A governing button: the state it sets, on the whole document or on the passage."""
+
+    label: str
+    elem_id: str
+    state: Availability
+    whole: bool
+    variant: Literal["secondary", "stop"] = "secondary"
+
+
+ACTIONS = (
+    Action("Archive document", "archive", "archived", True),
+    Action("Reject document", "reject", "rejected", True, "stop"),
+    Action("Reject passage", "reject-passage", "rejected", False, "stop"),
+    Action("Put back", "put-back", "active", True),  # whichever of the two is out of search
+)
+
+
+def offered(standing: Standing | None) -> list[Any]:
+    """The governing row and each action's button: shown when it would change something
+    (none without a passage, or for those who may not govern)."""
+    fitting = [standing is not None and standing.refusal(a.state, a.whole) is None for a in ACTIONS]
+    return [gr.Row(visible=any(fitting)), *(gr.Button(visible=shown) for shown in fitting)]
 
 
 class Governance(Handlers):
     def govern(
-        self,
-        state: Availability,
-        whole: bool,
-        chunk_id: str | None,
-        workspace_id: str | None,
-        request: gr.Request,
+        self, action: Action, chunk_id: str | None, workspace_id: str | None, request: gr.Request
     ) -> None:
+        """Set the state; an action that would change nothing (the page was behind) is said in
+        a warning instead."""
         if not chunk_id:
             raise gr.Error("Open a cited passage first.")
         user = self.signed_in(request)
-        scopes = [True, False] if state == "active" else [whole]  # put back: both
         try:
-            for scope in scopes:
+            standing = self.workspaces.standing(user, workspace_id or "", chunk_id)
+            refusal = standing.refusal(action.state, action.whole)
+            if refusal:
+                gr.Warning(refusal)
+                return
+            if action.state == "active":  # whichever of the two is out of search
+                scopes = [whole for whole in (True, False) if standing.offline(whole)]
+            else:
+                scopes = [action.whole]
+            for whole in scopes:
                 self.workspaces.set_availability(
-                    user, workspace_id or "", chunk_id, state, whole=scope
+                    user, workspace_id or "", chunk_id, action.state, whole=whole
                 )
         except (NotAllowed, AvailabilityError) as error:
             raise gr.Error(str(error)) from error
-        what = "the document" if whole or state == "active" else "the passage"
+        what = "the document" if scopes[0] else "the passage"
         gr.Info(
             f"{what.capitalize()} is back in search."
-            if state == "active"
-            else f"{what.capitalize()} is {state}: out of search now."
+            if action.state == "active"
+            else f"{what.capitalize()} is {action.state}: out of search now."
         )
 
-    def button(self, state: Availability, whole: bool) -> Any:
+    def button(self, action: Action) -> Any:
         """``govern`` for one button, with the request Gradio passes to handlers that ask for
         it."""
 
         def handler(chunk_id: str | None, workspace_id: str | None, request: gr.Request) -> None:
-            self.govern(state, whole, chunk_id, workspace_id, request)
+            self.govern(action, chunk_id, workspace_id, request)
 
         return handler

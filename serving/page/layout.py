@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import gradio as gr
 
 from serving.page.chat import Chat, new_conversation
-from serving.page.governance import Governance
+from serving.page.governance import ACTIONS, Governance
 from serving.page.render import CITE_PREFIX
 from serving.page.uploads import Uploads
-from serving.page.workspaces import QUIET, HomeParts, WorkspaceCards, back_home, keep
+from serving.page.workspaces import (
+    CONVERSATION_PARAMETER,
+    QUIET,
+    WORKSPACE_PARAMETER,
+    HomeParts,
+    WorkspaceCards,
+    back_home,
+    keep,
+)
 from serving.workspaces import ServedWorkspaces
 
 LANGUAGES = ["en", "zh", "ja", "ko", "fr", "de", "es", "it", "pt", "nl", "ru", "ar"]
@@ -28,6 +38,20 @@ document.addEventListener('click', (event) => {{
 }}, true);
 """
 
+# The open workspace and conversation written into the page's address (replacing it: Back
+# leaves the page as before), none while the cards are shown.
+_ADDRESS_KEPT = f"""
+(workspace, conversation) => {{
+  const query = new URLSearchParams();
+  if (workspace) {{
+    query.set('{WORKSPACE_PARAMETER}', workspace);
+    if (conversation) query.set('{CONVERSATION_PARAMETER}', conversation);
+  }}
+  const search = query.toString() ? '?' + query : '';
+  history.replaceState(history.state, '', location.pathname + search + location.hash);
+}}
+"""
+
 PAGE_CSS = """
 .evidence .file { margin: 0.4em 0 0.2em; font-weight: 600; }
 .evidence .cite { margin: 0.1em 0 0.3em 0.8em; font-size: 0.92em; }
@@ -40,6 +64,8 @@ PAGE_CSS = """
 .card .name { font-weight: 600; }
 .card .facts { color: var(--body-text-color-subdued); font-size: 0.9em; }
 .signed-in { text-align: right; }
+/* Gradio's footer ends on a separator when it shows one link alone (Use via API). */
+footer > .divider:last-child { display: none; }
 .signed-in form { display: inline; margin-left: 0.6em; }
 """
 
@@ -56,6 +82,7 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
 
     with gr.Blocks(title="rag-pipeline") as page:
         conversation = gr.State(None)  # the open conversation's id
+        resumed = gr.State(None)  # the conversation the page's address names, to reopen
         signed_in = gr.HTML("", elem_id="signed-in")
         # The page opens on the workspaces' cards; a card's Open shows its workspace instead.
         with gr.Column(elem_id="home") as home:
@@ -68,8 +95,10 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
                     label="Find a workspace", visible=False, elem_id="card-search", scale=2
                 )
             with gr.Row(visible=False, elem_id="creating") as creating:  # for managers
-                new_name = gr.Textbox(label="New workspace", elem_id="workspace-name", scale=3)
-                create = gr.Button("New", size="sm", elem_id="create-workspace")
+                created_name = gr.Textbox(label="New workspace", elem_id="workspace-name", scale=3)
+                create = gr.Button(
+                    "New", size="sm", elem_id="create-workspace", scale=0, min_width=100
+                )
             with gr.Column(visible=False, variant="panel", elem_id="confirm-delete") as confirming:
                 doomed_facts = gr.HTML("", elem_id="doomed")
                 with gr.Row():
@@ -77,8 +106,25 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
                         "Delete for good", size="sm", variant="stop", elem_id="delete-for-good"
                     )
                     keep_it = gr.Button("Keep it", size="sm", elem_id="keep-workspace")
+            with (
+                gr.Column(visible=False, variant="panel", elem_id="renaming") as renaming,
+                gr.Row(),
+            ):
+                new_name = gr.Textbox(label="New name", elem_id="new-name", scale=3)
+                rename = gr.Button(
+                    "Rename",
+                    size="sm",
+                    variant="primary",
+                    elem_id="rename-workspace",
+                    scale=0,
+                    min_width=100,
+                )
+                keep_name = gr.Button(
+                    "Cancel", size="sm", elem_id="keep-name", scale=0, min_width=100
+                )
             listed = gr.State(0)  # counts the changes to the workspaces: each draws the cards anew
             doomed = gr.State(None)  # the workspace whose deletion awaits its confirmation
+            renamed = gr.State(None)  # the workspace whose new name is being written
         with gr.Column(visible=False, elem_id="opened") as opened:
             with gr.Row():
                 to_home = gr.Button("← Workspaces", size="sm", elem_id="to-workspaces", scale=0)
@@ -165,23 +211,34 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
                     shown_text = gr.HTML("", elem_id="preview-text", elem_classes="preview")
                     shown_chunk = gr.State(None)  # the chunk id of the passage shown
                     # For users who may govern the workspace: take it out of search, or put it
-                    # back.
+                    # back (each button shown when it fits where the passage stands).
                     with gr.Row(visible=False) as governing:
-                        archive_document = gr.Button(
-                            "Archive document", size="sm", elem_id="archive"
-                        )
-                        reject_document = gr.Button(
-                            "Reject document", size="sm", variant="stop", elem_id="reject"
-                        )
-                        reject_passage = gr.Button(
-                            "Reject passage", size="sm", variant="stop", elem_id="reject-passage"
-                        )
-                        put_back = gr.Button("Put back", size="sm", elem_id="put-back")
+                        actions = [
+                            gr.Button(
+                                action.label,
+                                size="sm",
+                                variant=action.variant,
+                                visible=False,
+                                elem_id=action.elem_id,
+                            )
+                            for action in ACTIONS
+                        ]
             with gr.Accordion("Traces", open=False):
                 refresh_traces = gr.Button("Show the last queries", size="sm")
                 traces = gr.JSON(label="Traces, newest first")
 
-        home_parts = HomeParts(workspace, home, opened, listed, doomed, confirming, doomed_facts)
+        home_parts = HomeParts(
+            workspace,
+            home,
+            opened,
+            listed,
+            doomed,
+            confirming,
+            doomed_facts,
+            renamed,
+            renaming,
+            new_name,
+        )
         with home:  # the cards last in it, their buttons wired to the parts above
 
             @gr.render(inputs=[order, search, listed])
@@ -189,20 +246,40 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
                 cards.draw(sort_by, wanted, request, home_parts)
 
         filters = [documents, file_types, languages, after, before]
+        shown_outputs = [shown_page, shown_text, shown_chunk, governing, *actions]
+
+        def previewing(event: Any) -> None:
+            """After ``event``, the passage it chose to preview shown (none: the preview
+            emptied), not the one an earlier answer cited; and the page's address naming the
+            workspace and conversation open then."""
+            event.then(
+                asking.show_passage,
+                [shown_chunk, workspace],
+                shown_outputs,
+                api_visibility="private",
+                show_progress=QUIET,
+            ).then(None, [workspace, conversations], None, js=_ADDRESS_KEPT)
+
         opened_outputs = [
             chat,
             conversation,
             evidence,
+            shown_chunk,
             conversations,
             documents,
             file_types,
             sources,
             status,
         ]
-        workspace.change(
-            cards.choose_workspace, workspace, opened_outputs, api_name="open_workspace"
+        previewing(
+            workspace.change(
+                cards.choose_workspace,
+                [workspace, resumed],
+                [*opened_outputs, resumed],
+                api_name="open_workspace",
+            )
         )
-        question.submit(
+        asked = question.submit(
             asking.check_question,
             [question, workspace, after, before],
             None,
@@ -211,52 +288,68 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
         ).success(
             asking.ask,
             [question, workspace, conversation, chat, *filters],
-            [chat, question, conversation, conversations, evidence, gallery, shown_pictures],
+            [
+                chat,
+                question,
+                conversation,
+                conversations,
+                evidence,
+                gallery,
+                shown_pictures,
+                shown_chunk,
+            ],
             api_name="ask",
         )
-        find_similar.click(
-            asking.search_by_picture,
-            [query_picture, workspace, *filters],
-            [evidence, gallery, shown_pictures],
-            api_name="similar_pictures",
+        previewing(asked)
+        previewing(
+            find_similar.click(
+                asking.search_by_picture,
+                [query_picture, workspace, *filters],
+                [evidence, gallery, shown_pictures, shown_chunk],
+                api_name="similar_pictures",
+                show_progress=QUIET,
+            )
         )
-        shown_outputs = [shown_page, shown_text, shown_chunk, governing]
         gallery.select(
             asking.show_picture,
             [shown_pictures, workspace],
             shown_outputs,
             api_visibility="private",
         )
-        conversations.input(
-            asking.open_conversation,
-            [conversations, workspace],
-            [chat, conversation, evidence],
-            api_name="open",
+        previewing(
+            conversations.input(
+                asking.open_conversation,
+                [conversations, workspace],
+                [chat, conversation, evidence, shown_chunk],
+                api_name="open",
+            )
         )
-        new.click(
-            new_conversation,
-            None,
-            [chat, conversation, evidence, conversations, gallery],
-            api_visibility="private",
+        previewing(
+            new.click(
+                new_conversation,
+                None,
+                [chat, conversation, evidence, shown_chunk, conversations, gallery],
+                api_visibility="private",
+            )
         )
-        delete.click(
-            asking.delete_conversation,
-            [conversation, workspace],
-            [chat, conversation, evidence, conversations],
-            api_name="delete",
+        previewing(
+            delete.click(
+                asking.delete_conversation,
+                [conversation, workspace],
+                [chat, conversation, evidence, shown_chunk, conversations],
+                api_name="delete",
+            )
         )
         evidence.select(asking.show_citation, workspace, shown_outputs, api_visibility="private")
-        for button, state, whole in (
-            (archive_document, "archived", True),
-            (reject_document, "rejected", True),
-            (reject_passage, "rejected", False),
-            (put_back, "active", True),
-        ):
-            button.click(
-                governance.button(state, whole),
-                [shown_chunk, workspace],
-                None,
-                api_visibility="private",
+        for action, button in zip(ACTIONS, actions, strict=True):
+            # Shown again after: where the passage stands now, and the buttons that fit it.
+            previewing(
+                button.click(
+                    governance.button(action),
+                    [shown_chunk, workspace],
+                    None,
+                    api_visibility="private",
+                )
             )
         refresh_traces.click(asking.show_traces, workspace, traces, api_name="traces")
         sources_outputs = [sources, indexing_progress]
@@ -281,8 +374,8 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
         )
         create.click(
             cards.create,
-            [new_name, listed],
-            [workspace, search, listed, new_name, home, opened],
+            [created_name, listed],
+            [workspace, search, listed, created_name, home, opened],
             api_visibility="private",
             show_progress=QUIET,
         )
@@ -294,8 +387,22 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
             show_progress=QUIET,
         )
         keep_it.click(keep, None, [doomed, confirming], api_visibility="private")
-        to_home.click(back_home, listed, [home, opened, listed], api_visibility="private")
+        for renamed_by in (rename.click, new_name.submit):
+            renamed_by(
+                cards.rename,
+                [renamed, new_name, workspace, listed],
+                [workspace, listed, renamed, renaming],
+                api_visibility="private",
+                show_progress=QUIET,
+            )
+        keep_name.click(keep, None, [renamed, renaming], api_visibility="private")
+        to_home.click(
+            back_home, listed, [home, opened, listed, workspace], api_visibility="private"
+        )
         page.load(
-            cards.on_load, None, [workspace, search, signed_in, creating], api_visibility="private"
+            cards.on_load,
+            None,
+            [workspace, search, signed_in, creating, home, opened, resumed],
+            api_visibility="private",
         )
     return page

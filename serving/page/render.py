@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import html
 import re
+import time
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -161,16 +161,43 @@ def counted(count: int, thing: str) -> str:
     return f"{count} {thing}{'' if count == 1 else 's'}"
 
 
+# The spans a time ago is said in, longest first.
+_SPANS = (
+    (365 * 86_400, "year"),
+    (30 * 86_400, "month"),
+    (7 * 86_400, "week"),
+    (86_400, "day"),
+    (3_600, "hour"),
+    (60, "minute"),
+)
+
+
+def time_ago(then: float, now: float) -> str:
+    """``5 minutes ago``, ``1 day ago``, ``just now``: the same in every time zone."""
+    elapsed = max(0.0, now - then)
+    for seconds, unit in _SPANS:
+        if elapsed >= seconds:
+            return f"{counted(int(elapsed // seconds), unit)} ago"
+    return "just now"
+
+
 def card_html(listed: Workspace) -> str:
-    """A workspace's card: name, sources, documents, last opened."""
+    """A workspace's card: name, sources (its upload folder once something was uploaded),
+    documents, when last opened."""
+    settings = listed.settings
+    sources = sum(
+        1
+        for folder in settings.watched_folders
+        if folder != settings.upload_folder or any(folder.iterdir())
+    )
     opened = (
-        datetime.fromtimestamp(listed.last_opened, UTC).strftime("%Y-%m-%d %H:%M UTC")
+        f"opened {time_ago(listed.last_opened, time.time())}"
         if listed.last_opened
-        else "never"
+        else "not opened yet"
     )
     facts = (
-        f"{counted(len(listed.settings.watched_folders), 'source')} · "
-        f"{counted(indexed_documents(listed.settings), 'document')} · last opened {opened}"
+        f"{counted(sources, 'source')} · "
+        f"{counted(indexed_documents(settings), 'document')} · {opened}"
     )
     return (
         f"<div class='name' data-workspace='{html.escape(listed.id)}'>"

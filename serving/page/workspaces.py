@@ -16,13 +16,16 @@ import gradio as gr
 from rag_pipeline.ids import DEFAULT_WORKSPACE
 from rag_pipeline.workspaces import Workspace, WorkspaceError
 from serving.access import User
-from serving.page.chat import conversation_choices
+from serving.page.chat import conversation_choices, reopened
 from serving.page.handlers import Handlers
 from serving.page.render import card_html, deletion_html, indexed_status, signed_in_html
 from serving.page.uploads import Uploads
 from serving.workspaces import NotAllowed, ServedWorkspaces
 
 SEARCHED_FROM = 9  # cards: from this many on, a search box finds them by name
+# The page's address names the open workspace and conversation (``?workspace=…&conversation=…``):
+# a reload, or the address copied, opens them again.
+WORKSPACE_PARAMETER, CONVERSATION_PARAMETER = "workspace", "conversation"
 # The show_progress of the events that change the cards or the views: a refusal is said in its
 # toast; Gradio's own "Error" would cover each output, the whole home among them, until closed.
 QUIET = "hidden"
@@ -39,6 +42,9 @@ class HomeParts:
     doomed: gr.State  # the workspace whose deletion awaits its confirmation
     confirming: gr.Column
     doomed_facts: gr.HTML  # what the deletion takes away
+    renamed: gr.State  # the workspace whose new name is being written
+    renaming: gr.Column  # the one box for the new name, shown by a card's Rename
+    new_name: gr.Textbox
 
 
 class WorkspaceCards(Handlers):
@@ -48,36 +54,52 @@ class WorkspaceCards(Handlers):
 
     def on_load(self, request: gr.Request) -> tuple[Any, ...]:
         """The workspaces to open and the search box, who is signed in, and the New of those
-        who may create workspaces."""
+        who may create workspaces; the workspace the page's address names, if the user may use
+        it, open (a reload stays in it), with the conversation the address names to reopen."""
         user = self.signed_in(request)
         signs_out = self.workspaces.authenticator.offers_sign_in and bool(
             user.grants and user.grants.password_hash
         )
+        address = dict(getattr(request, "query_params", None) or {})
+        named = address.get(WORKSPACE_PARAMETER)
+        opened = named in {w.id for w in self.workspaces.visible(user)}
         return (
-            *self._listing(user, None),
+            *self._listing(user, named),
             signed_in_html(user, signs_out=signs_out),
             gr.Row(visible=self.workspaces.may_manage(user)),
+            *_views(opened=opened),
+            address.get(CONVERSATION_PARAMETER) if opened else None,
         )
 
-    def choose_workspace(self, workspace_id: str | None, request: gr.Request) -> tuple[Any, ...]:
-        """Open a workspace: its conversations, filters and sources; a fresh chat."""
+    def choose_workspace(
+        self, workspace_id: str | None, resumed: str | None, request: gr.Request
+    ) -> tuple[Any, ...]:
+        """Open a workspace: the conversation ``resumed`` (the user's own, else a fresh chat)
+        and its evidence and first citation to preview; the conversations, filters and
+        sources; nothing left to resume."""
         user = self.signed_in(request)
         with _refusals():
             assistant = self.workspaces.opened(user, workspace_id) if workspace_id else None
         if assistant is None:
-            return [], None, "", gr.Dropdown(choices=[]), gr.Dropdown(choices=[]), [], "", ""
+            empty = gr.Dropdown(choices=[])
+            return [], None, "", None, empty, empty, gr.CheckboxGroup(choices=[]), "", "", None
         records = assistant.catalog.live_documents().values()
         indexed = sorted(r.doc_id for r in records if r.indexed_version)
         types = sorted({r.file_type for r in records if r.indexed_version})
+        chat, conversation, evidence, previewed = reopened(
+            assistant, user.name, resumed, workspace_id
+        )
         return (
-            [],
-            None,
-            "",
-            conversation_choices(assistant, user.name, None),
-            gr.Dropdown(choices=indexed, value=[]),
+            chat,
+            conversation,
+            evidence,
+            previewed,
+            conversation_choices(assistant, user.name, conversation),
+            gr.Dropdown(choices=indexed, value=[], multiselect=True),
             gr.CheckboxGroup(choices=types, value=[]),
             self.uploads.show_sources(workspace_id, request)[0],
             indexed_status(records),
+            None,
         )
 
     def create(self, name: str, changes: int, request: gr.Request) -> tuple[Any, ...]:
@@ -88,16 +110,21 @@ class WorkspaceCards(Handlers):
             created = self.workspaces.create(user, name)
         return *self._listing(user, created.id), changes + 1, "", *_views(opened=True)
 
-    def renaming(self, target: str) -> Any:
-        """The Rename of ``target``'s card: the workspace dropdown, and the changes counted."""
-
-        def rename(name: str, current: str | None, changes: int, request: gr.Request) -> Any:
-            user = self.signed_in(request)
+    def rename(
+        self,
+        target: str | None,
+        name: str,
+        current: str | None,
+        changes: int,
+        request: gr.Request,
+    ) -> tuple[Any, ...]:
+        """Rename the workspace whose card's Rename was chosen: the workspace dropdown, the
+        changes counted, nothing being renamed, the name box hidden."""
+        user = self.signed_in(request)
+        if target:
             with _refusals():
                 self.workspaces.rename(user, target, name)
-            return self._listing(user, current)[0], changes + 1
-
-        return rename
+        return self._listing(user, current)[0], changes + 1, *keep()
 
     def deleting(self, target: str) -> Any:
         """The Delete of ``target``'s card: the workspace awaiting confirmation, the
@@ -159,14 +186,11 @@ class WorkspaceCards(Handlers):
                         self._manage(card, parts)
 
     def _manage(self, card: Workspace, parts: HomeParts) -> None:
-        name = gr.Textbox(
-            card.name, label="New name", interactive=True, key=("name", card.id, card.name)
-        )
         with gr.Row():
             gr.Button("Rename", size="sm", key=("rename", card.id)).click(
-                self.renaming(card.id),
-                [name, parts.workspace, parts.listed],
-                [parts.workspace, parts.listed],
+                _renaming(card),
+                None,
+                [parts.renamed, parts.renaming, parts.new_name],
                 api_visibility="private",
                 show_progress=QUIET,
                 key=("rename", card.id),
@@ -183,13 +207,19 @@ class WorkspaceCards(Handlers):
 
 
 def keep() -> tuple[None, Any]:
-    """The deletion not confirmed: nothing awaits it, the confirmation hidden."""
+    """The deletion or renaming not gone on with: nothing awaits it, its box hidden."""
     return None, gr.Column(visible=False)
 
 
+def _renaming(card: Workspace) -> Any:
+    """A card's Rename: its workspace awaiting a new name, the name box shown with its name."""
+    label = f"New name of {card.name}"
+    return lambda: (card.id, gr.Column(visible=True), gr.Textbox(card.name, label=label))
+
+
 def back_home(changes: int) -> tuple[Any, ...]:
-    """The cards shown again, drawn anew (their counts as they are now)."""
-    return *_views(opened=False), changes + 1
+    """The cards shown again, drawn anew (their counts as they are now), no workspace open."""
+    return *_views(opened=False), changes + 1, None
 
 
 def _views(*, opened: bool) -> tuple[Any, Any]:
