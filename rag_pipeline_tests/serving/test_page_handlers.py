@@ -101,7 +101,7 @@ def test_an_answer_with_nothing_to_quote_shows_the_closest_passages_cited(page: 
     *_, last = page.chat.ask(
         "What is the capital of Mongolia?", "default", None, [], *NO_FILTERS, page.reader
     )
-    history, _, _, _, evidence, _, _ = last
+    history, _, _, _, evidence, *_ = last
     answer = history[1]["content"]
     assert answer.startswith("Nothing here answers this directly. The closest passages: [[1]](")
     links = re.findall(r"\[\[(\d)\]\]\((#cite:[^)]+)\)", answer)
