@@ -102,8 +102,7 @@ class Authenticator:
         scheme, _, credentials = headers.get("authorization", "").partition(" ")
         if scheme.lower() != "basic" or not credentials:
             return False
-        with self._lock:
-            remembered = self._verified.get(token_hash(credentials.strip()))
+        remembered = self._remembered(credentials.strip())
         return not (remembered and time.monotonic() - remembered[1] < _VERIFIED_SECONDS)
 
     def user(self, headers: Mapping[str, str], client: str = "") -> User | None:
@@ -159,9 +158,7 @@ class Authenticator:
         return self.sessions.start(user.name, user.grants.password_hash, self.access.session_hours)
 
     def _basic(self, access: AccessSettings, credentials: str, client: str) -> User | None:
-        key = token_hash(credentials)
-        with self._lock:
-            remembered = self._verified.get(key)
+        remembered = self._remembered(credentials)
         if remembered and time.monotonic() - remembered[1] < _VERIFIED_SECONDS:
             return self._named(access, remembered[0])
         try:
@@ -175,10 +172,8 @@ class Authenticator:
     ) -> User | None:
         """The password check, throttled, of HTTP Basic and the sign-in form alike;
         ``credentials``: the Basic form of the name and password, remembered once right."""
-        key = token_hash(credentials)
         now = time.monotonic()
-        with self._lock:
-            remembered = self._verified.get(key)
+        remembered = self._remembered(credentials)
         throttle = self._throttle
         keys = [f"user:{name}", f"client:{client}"]
         known_good = (
@@ -203,8 +198,13 @@ class Authenticator:
         throttle.succeeded(keys)
         with self._lock:
             if self._access is access:  # not a password the settings changed while it was hashed
-                self._verified[key] = (name, now)
+                self._verified[token_hash(credentials)] = (name, now)
         return User(name, grants)
+
+    def _remembered(self, credentials: str) -> tuple[str, float] | None:
+        """(the user, when) these HTTP Basic credentials were last found right, if they were."""
+        with self._lock:
+            return self._verified.get(token_hash(credentials))
 
 
 def _cookie(headers: Mapping[str, str], name: str) -> str | None:
