@@ -7,9 +7,11 @@ from typing import Any
 import gradio as gr
 
 from serving.page.chat import Chat, new_conversation
-from serving.page.governance import ACTIONS, Governance
+from serving.page.governance import Governance
+from serving.page.governance_layout import lay_out_governing, wire_governing
 from serving.page.render import CITE_PREFIX
 from serving.page.uploads import Uploads
+from serving.page.uploads_layout import lay_out_sources, wire_sources
 from serving.page.workspaces import (
     CONVERSATION_PARAMETER,
     QUIET,
@@ -150,19 +152,7 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
                         languages = gr.CheckboxGroup(label="Languages", choices=LANGUAGES)
                         after = gr.Textbox(label="Modified after (YYYY-MM-DD)")
                         before = gr.Textbox(label="Modified before (YYYY-MM-DD)")
-                    with gr.Accordion("Sources", open=False):
-                        uploads = gr.File(
-                            label="Upload files into this workspace",
-                            file_count="multiple",
-                            elem_id="upload",
-                        )
-                        uploaded = gr.HTML("", elem_id="upload-outcomes")
-                        last_upload = gr.State([])  # each file of the last upload, and its fate
-                        sources = gr.HTML("", elem_id="sources")
-                        refresh_sources = gr.Button("Refresh", size="sm", elem_id="refresh-sources")
-                        # Shows the uploads' and sources' states again every 2 s while uploads
-                        # are indexed.
-                        indexing_progress = gr.Timer(2.0, active=False)
+                    sources_panel = lay_out_sources()
                     gr.Markdown(notice, elem_id="rerank-notice")
                     with gr.Accordion(
                         "Search by image",
@@ -210,19 +200,7 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
                     )
                     shown_text = gr.HTML("", elem_id="preview-text", elem_classes="preview")
                     shown_chunk = gr.State(None)  # the chunk id of the passage shown
-                    # For users who may govern the workspace: take it out of search, or put it
-                    # back (each button shown when it fits where the passage stands).
-                    with gr.Row(visible=False) as governing:
-                        actions = [
-                            gr.Button(
-                                action.label,
-                                size="sm",
-                                variant=action.variant,
-                                visible=False,
-                                elem_id=action.elem_id,
-                            )
-                            for action in ACTIONS
-                        ]
+                    governing = lay_out_governing()
             with gr.Accordion("Traces", open=False):
                 refresh_traces = gr.Button("Show the last queries", size="sm")
                 traces = gr.JSON(label="Traces, newest first")
@@ -246,7 +224,7 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
                 cards.draw(sort_by, wanted, request, home_parts)
 
         filters = [documents, file_types, languages, after, before]
-        shown_outputs = [shown_page, shown_text, shown_chunk, governing, *actions]
+        shown_outputs = [shown_page, shown_text, shown_chunk, *governing.outputs]
 
         def previewing(event: Any) -> None:
             """After ``event``, the passage it chose to preview shown (none: the preview
@@ -268,7 +246,7 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
             conversations,
             documents,
             file_types,
-            sources,
+            sources_panel.sources,
             status,
         ]
         previewing(
@@ -341,37 +319,9 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
             )
         )
         evidence.select(asking.show_citation, workspace, shown_outputs, api_visibility="private")
-        for action, button in zip(ACTIONS, actions, strict=True):
-            # Shown again after: where the passage stands now, and the buttons that fit it.
-            previewing(
-                button.click(
-                    governance.button(action),
-                    [shown_chunk, workspace],
-                    None,
-                    api_visibility="private",
-                )
-            )
+        wire_governing(governing, governance, shown_chunk, workspace, previewing)
         refresh_traces.click(asking.show_traces, workspace, traces, api_name="traces")
-        sources_outputs = [sources, indexing_progress]
-        progress_outputs = [*sources_outputs, uploaded, status]
-        uploads.upload(
-            uploading.upload,
-            [uploads, workspace],
-            [uploads, last_upload, *progress_outputs],
-            api_name="upload",
-            # The file data as sent: Gradio's processing would leave an empty file behind in its
-            # folder per file; its check that each lies in its upload folder comes first.
-            preprocess=False,
-        )
-        refresh_sources.click(
-            uploading.show_sources, workspace, sources_outputs, api_name="sources"
-        )
-        indexing_progress.tick(
-            uploading.progress,
-            [workspace, last_upload],
-            progress_outputs,
-            api_visibility="private",
-        )
+        wire_sources(sources_panel, uploading, workspace, status)
         create.click(
             cards.create,
             [created_name, listed],
