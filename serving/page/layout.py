@@ -9,6 +9,7 @@ import gradio as gr
 from serving.page.chat import Chat, new_conversation
 from serving.page.governance import Governance
 from serving.page.governance_layout import lay_out_governing, wire_governing
+from serving.page.home_layout import draw_cards, lay_out_home, wire_home
 from serving.page.render import CITE_PREFIX
 from serving.page.uploads import Uploads
 from serving.page.uploads_layout import lay_out_sources, wire_sources
@@ -16,10 +17,7 @@ from serving.page.workspaces import (
     CONVERSATION_PARAMETER,
     QUIET,
     WORKSPACE_PARAMETER,
-    HomeParts,
     WorkspaceCards,
-    back_home,
-    keep,
 )
 from serving.workspaces import ServedWorkspaces
 
@@ -87,46 +85,7 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
         resumed = gr.State(None)  # the conversation the page's address names, to reopen
         signed_in = gr.HTML("", elem_id="signed-in")
         # The page opens on the workspaces' cards; a card's Open shows its workspace instead.
-        with gr.Column(elem_id="home") as home:
-            gr.Markdown("## Workspaces")
-            with gr.Row():
-                order = gr.Radio(
-                    ["name", "last opened"], value="name", label="Sort by", elem_id="card-order"
-                )
-                search = gr.Textbox(
-                    label="Find a workspace", visible=False, elem_id="card-search", scale=2
-                )
-            with gr.Row(visible=False, elem_id="creating") as creating:  # for managers
-                created_name = gr.Textbox(label="New workspace", elem_id="workspace-name", scale=3)
-                create = gr.Button(
-                    "New", size="sm", elem_id="create-workspace", scale=0, min_width=100
-                )
-            with gr.Column(visible=False, variant="panel", elem_id="confirm-delete") as confirming:
-                doomed_facts = gr.HTML("", elem_id="doomed")
-                with gr.Row():
-                    delete_for_good = gr.Button(
-                        "Delete for good", size="sm", variant="stop", elem_id="delete-for-good"
-                    )
-                    keep_it = gr.Button("Keep it", size="sm", elem_id="keep-workspace")
-            with (
-                gr.Column(visible=False, variant="panel", elem_id="renaming") as renaming,
-                gr.Row(),
-            ):
-                new_name = gr.Textbox(label="New name", elem_id="new-name", scale=3)
-                rename = gr.Button(
-                    "Rename",
-                    size="sm",
-                    variant="primary",
-                    elem_id="rename-workspace",
-                    scale=0,
-                    min_width=100,
-                )
-                keep_name = gr.Button(
-                    "Cancel", size="sm", elem_id="keep-name", scale=0, min_width=100
-                )
-            listed = gr.State(0)  # counts the changes to the workspaces: each draws the cards anew
-            doomed = gr.State(None)  # the workspace whose deletion awaits its confirmation
-            renamed = gr.State(None)  # the workspace whose new name is being written
+        home = lay_out_home()
         with gr.Column(visible=False, elem_id="opened") as opened:
             with gr.Row():
                 to_home = gr.Button("← Workspaces", size="sm", elem_id="to-workspaces", scale=0)
@@ -205,23 +164,7 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
                 refresh_traces = gr.Button("Show the last queries", size="sm")
                 traces = gr.JSON(label="Traces, newest first")
 
-        home_parts = HomeParts(
-            workspace,
-            home,
-            opened,
-            listed,
-            doomed,
-            confirming,
-            doomed_facts,
-            renamed,
-            renaming,
-            new_name,
-        )
-        with home:  # the cards last in it, their buttons wired to the parts above
-
-            @gr.render(inputs=[order, search, listed])
-            def show_cards(sort_by: str, wanted: str, _changes: int, request: gr.Request) -> None:
-                cards.draw(sort_by, wanted, request, home_parts)
+        draw_cards(home, cards, workspace, opened)
 
         filters = [documents, file_types, languages, after, before]
         shown_outputs = [shown_page, shown_text, shown_chunk, *governing.outputs]
@@ -322,37 +265,5 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
         wire_governing(governing, governance, shown_chunk, workspace, previewing)
         refresh_traces.click(asking.show_traces, workspace, traces, api_name="traces")
         wire_sources(sources_panel, uploading, workspace, status)
-        create.click(
-            cards.create,
-            [created_name, listed],
-            [workspace, search, listed, created_name, home, opened],
-            api_visibility="private",
-            show_progress=QUIET,
-        )
-        delete_for_good.click(
-            cards.delete,
-            [doomed, workspace, listed],
-            [workspace, search, listed, doomed, confirming],
-            api_visibility="private",
-            show_progress=QUIET,
-        )
-        keep_it.click(keep, None, [doomed, confirming], api_visibility="private")
-        for renamed_by in (rename.click, new_name.submit):
-            renamed_by(
-                cards.rename,
-                [renamed, new_name, workspace, listed],
-                [workspace, listed, renamed, renaming],
-                api_visibility="private",
-                show_progress=QUIET,
-            )
-        keep_name.click(keep, None, [renamed, renaming], api_visibility="private")
-        to_home.click(
-            back_home, listed, [home, opened, listed, workspace], api_visibility="private"
-        )
-        page.load(
-            cards.on_load,
-            None,
-            [workspace, search, signed_in, creating, home, opened, resumed],
-            api_visibility="private",
-        )
+        wire_home(page, home, cards, workspace, opened, to_home, signed_in, resumed)
     return page
