@@ -12,8 +12,11 @@ each opening its workspace, where everything above happens; users granted every 
 workspaces there, and rename or delete each by its card. Files uploaded into a workspace go to
 its upload folder and are indexed at once.
 
-``layout`` lays the page out and wires its events to the handlers of ``chat``, ``governance``,
-``uploads`` and ``workspaces``, each callable without a browser; ``render`` writes its HTML.
+``layout`` composes the page of its parts, each laid out and wired to its handlers by its own
+module: the home by ``home_layout`` (to ``workspaces``), the open workspace by
+``workspace_layout`` (to ``chat``), its sources by ``uploads_layout`` (to ``uploads``) and its
+governing row by ``governance_layout`` (to ``governance``); the handlers are callable without a
+browser. ``render`` writes the page's HTML.
 """
 
 from __future__ import annotations
