@@ -124,6 +124,7 @@ METHODS = {
     "hybrid dbsf",
     "hybrid minmax",
     "hybrid dbsf + freshness",
+    "hybrid dbsf - page context",
     "hybrid dbsf - page diversity",
     "hybrid dbsf - query length",
     "hybrid dbsf - named year",
