@@ -19,7 +19,15 @@ import pytest
 from rag_pipeline.cli import main
 from rag_pipeline.config import load_settings, stored_settings, write_stored_settings
 from rag_pipeline_tests.conftest import ask_on_the_page, open_workspace, workspace_card
-from serving.access import SESSION_COOKIE, Authenticator, Sessions, Throttle, add_user, remove_user
+from serving.access import (
+    SESSION_COOKIE,
+    Authenticator,
+    Sessions,
+    Throttle,
+    Throttled,
+    add_user,
+    remove_user,
+)
 from serving.server import BackgroundServer
 
 DELAY = 0.5  # the first wait after the free tries, short for the test
@@ -64,6 +72,20 @@ def test_after_five_wrong_passwords_each_try_waits_a_doubling_delay() -> None:
     assert throttle.wait(keys) == 0.0
     throttle.succeeded(keys)
     assert throttle.failed(keys) == 0.0  # a right password starts the count again
+
+
+def test_a_password_found_right_earlier_is_not_held_back_by_guesses_from_its_address(
+    tmp_path: Path,
+) -> None:
+    add_user(tmp_path, "gus", "gus-password", ["*"])
+    authenticator = Authenticator(tmp_path)
+    office = "10.0.0.1"  # the owner and the guesser behind one address
+    assert authenticator.password_user("gus", "gus-password", office) is not None
+    for n in range(5):
+        assert authenticator.password_user("gus", f"guess-{n}", office) is None
+    with pytest.raises(Throttled):
+        authenticator.password_user("gus", "guess-5", office)
+    assert authenticator.password_user("gus", "gus-password", office) is not None
 
 
 def test_a_wrong_password_is_delayed_after_five_and_the_right_one_waits_too(

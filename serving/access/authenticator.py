@@ -28,8 +28,8 @@ from serving.access.throttle import Throttle, Throttled
 from serving.access.users import LOCAL_USER, User, hash_password, token_hash, verify_password
 
 _VERIFIED_SECONDS = 300.0  # a checked password is not hashed again on each request meanwhile
-# A password checked right this recently is not held back by its user name's wait (a guesser of
-# that name must not lock its owner out); it is hashed again all the same.
+# A password checked right this recently is not held back by the waits of its user name or its
+# client address; it is hashed again all the same.
 _REMEMBERED_SECONDS = 86_400.0
 _HASHING_NICENESS = 10
 
@@ -181,7 +181,9 @@ class Authenticator:
             and remembered[0] == name
             and now - remembered[1] < _REMEMBERED_SECONDS
         )
-        if (wait := throttle.wait(keys[1:] if known_good else keys)) > 0:
+        # The exact name and password found right this recently wait for nothing: a guesser of
+        # the name, or one behind the same address (NAT, a proxy), must not lock its owner out.
+        if not known_good and (wait := throttle.wait(keys)) > 0:
             raise Throttled(wait)
         grants = access.users.get(name)
         known = grants is not None and bool(grants.password_hash)
