@@ -109,6 +109,7 @@ class ServedWorkspaces:
         self._lock = threading.Lock()
         self._indexing = BackgroundIndexing(settings.root)
         self._clear_cut_short_uploads(time.time())
+        self._index_uploads_left_unindexed()
 
     # -- which workspaces --------------------------------------------------------------------
 
@@ -329,6 +330,32 @@ class ServedWorkspaces:
                 if partial.stat().st_mtime < started:
                     partial.unlink(missing_ok=True)
 
+    def _index_uploads_left_unindexed(self) -> None:
+        """Start an index run for each workspace holding an upload that no run has processed
+        (indexed or failed) as it is now: its sender was told it was received, then the server
+        stopped before its run ended."""
+        for workspace in list_workspaces(self.settings):
+            folder = workspace.settings.upload_folder
+            uploaded = [
+                path
+                for path in (folder.iterdir() if folder.is_dir() else [])
+                if path.is_file() and not path.name.startswith(".")
+            ]
+            if not uploaded:
+                continue
+            with Catalog(workspace.settings) as catalog:
+                records = catalog.live_documents()
+            for path in uploaded:
+                record = records.get(_upload_document(workspace.settings, path))
+                stat = path.stat()
+                if record is None or (record.size, record.mtime_ns) != (
+                    stat.st_size,
+                    stat.st_mtime_ns,
+                ):
+                    logger.info("uploads of %s left unindexed: indexing them", workspace.id)
+                    self._indexing.request(workspace.id)
+                    break
+
     def indexing(self, workspace_id: str) -> bool:
         """Whether an indexing run the page started for the workspace is under way."""
         return self._indexing.running(workspace_id)
@@ -350,8 +377,13 @@ def _manifest_row(settings: Settings, uploaded: Path) -> SourceFile | None:
     """The row an index run's manifest makes of an uploaded file: its document, and its version
     (the content hashed once, here), which tells this upload's stage files from an earlier
     upload's of the same name."""
+    return describe_file(settings, _upload_document(settings, uploaded), None)
+
+
+def _upload_document(settings: Settings, uploaded: Path) -> str:
+    """The document id of a file in the workspace's upload folder."""
     labels = {folder: label for label, folder in source_labels(settings.watched_folders).items()}
-    return describe_file(settings, ids.document_id(labels[uploaded.parent], uploaded.name), None)
+    return ids.document_id(labels[uploaded.parent], uploaded.name)
 
 
 def indexed_documents(settings: Settings) -> int:

@@ -103,6 +103,43 @@ def test_closing_the_served_workspaces_stops_the_index_run_an_upload_started(
     assert processes_of(home) == []
 
 
+@pytest.mark.slow  # two index runs in processes of their own
+def test_a_server_starting_indexes_the_uploads_a_stop_left_unindexed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    monkeypatch.setenv("RAG_PIPELINE_HOME", str(home))  # each index run carries it
+    settings = load_settings(home)
+    note = tmp_path / "note.md"
+    note.write_text(PELICANS, encoding="utf-8")
+
+    def states() -> dict[str, str]:
+        with Catalog(settings) as catalog:
+            return {doc_id: r.state for doc_id, r in catalog.live_documents().items()}
+
+    workspaces = ServedWorkspaces(settings)
+    try:
+        workspaces.upload(LOCAL_USER, None, [("note.md", note)])
+        within(300, "the upload indexed", lambda: states() == {"uploads/note.md": "indexed"})
+    finally:
+        workspaces.close()
+    # Received, then the server stopped before its index run: as the upload leaves it.
+    (settings.upload_folder / "herons.md").write_text("# Herons\n\nHerons wade.\n", "utf-8")
+    workspaces = ServedWorkspaces(settings)
+    try:
+        within(
+            300, "the left upload indexed", lambda: states().get("uploads/herons.md") == "indexed"
+        )
+    finally:
+        workspaces.close()
+    # Nothing left unindexed: a start runs nothing.
+    workspaces = ServedWorkspaces(settings)
+    try:
+        assert not workspaces.indexing(DEFAULT_WORKSPACE)
+    finally:
+        workspaces.close()
+
+
 def test_a_server_starting_removes_what_uploads_cut_short_by_a_kill_left_behind(
     tmp_path: Path,
 ) -> None:
