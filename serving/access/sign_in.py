@@ -41,7 +41,7 @@ button {{ margin-top: 1.2em; padding: 0.45em 1.4em; font: inherit; }}
 .refused {{ color: #b00020; }}
 </style></head>
 <body><h1>Sign in</h1>
-{refusal}<form method="post" action="{action}">
+{message}<form method="post" action="{action}">
 <input type="hidden" name="next" value="{back}">
 <label for="name">User name</label>
 <input id="name" name="name" value="{name}" autocomplete="username" required autofocus>
@@ -56,13 +56,17 @@ def sign_in_routes(authenticator: Authenticator) -> APIRouter:
     router = APIRouter(include_in_schema=False)
 
     @router.get(SIGN_IN)
-    def form(request: Request, back: str = Query("/", alias="next")) -> Response:
+    def form(
+        request: Request,
+        back: str = Query("/", alias="next"),
+        signed_out: bool = Query(False, alias="signed-out"),
+    ) -> Response:
         # Straight on when nobody signs in with a password here, or when the browser's session
         # is valid (Back after signing in comes here). Only the cookie: no password is hashed.
         session = {"cookie": request.headers.get("cookie", "")}
         if not authenticator.offers_sign_in or authenticator.user(session) is not None:
             return RedirectResponse(_local(back), status_code=303)
-        return _form(back)
+        return _form(back, notice="You are signed out." if signed_out else "")
 
     @router.post(SIGN_IN)
     async def sign_in(request: Request) -> Response:
@@ -95,7 +99,7 @@ def sign_in_routes(authenticator: Authenticator) -> APIRouter:
         token = request.cookies.get(SESSION_COOKIE)
         if token:
             authenticator.sessions.end(token)
-        signed_out = RedirectResponse(SIGN_IN, status_code=303)
+        signed_out = RedirectResponse(f"{SIGN_IN}?signed-out=1", status_code=303)
         signed_out.delete_cookie(
             SESSION_COOKIE, path="/", secure=_over_tls(request), httponly=True, samesite="strict"
         )
@@ -110,9 +114,15 @@ def _form(
     name: str = "",
     status: int = 200,
     headers: dict[str, str] | None = None,
+    *,
+    notice: str = "",
 ) -> HTMLResponse:
+    if refusal:
+        message = f'<p class="refused" role="alert">{html.escape(refusal)}</p>\n'
+    else:
+        message = f'<p role="status">{html.escape(notice)}</p>\n' if notice else ""
     page = _FORM.format(
-        refusal=f'<p class="refused" role="alert">{html.escape(refusal)}</p>\n' if refusal else "",
+        message=message,
         action=SIGN_IN,
         back=html.escape(_local(back)),
         name=html.escape(name),
