@@ -19,6 +19,7 @@ from urllib.parse import quote
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import Settings
 from rag_pipeline.store import (
+    SECTION_SEPARATOR,
     QueryFilter,
     RefreshLoop,
     RefreshReport,
@@ -64,7 +65,12 @@ class Source:
     @classmethod
     def of(cls, number: int, passage: Candidate) -> Source:
         payload = passage.payload
-        text = " ".join(shown_text(payload).split())
+        section = payload.get("section", "")
+        shown = shown_text(payload)
+        first, newline, rest = shown.partition("\n")
+        if section and newline and first.strip() == section.rpartition(SECTION_SEPARATOR)[2]:
+            shown = rest  # its heading: the section is shown beside it already
+        text = " ".join(shown.split())
         if not text and is_picture(payload):
             text = "(a picture)"
         return cls(
@@ -75,7 +81,7 @@ class Source:
             file_name=Path(payload.get("file_path", "")).name,
             file_type=payload.get("file_type", ""),
             page=payload.get("page"),
-            section=payload.get("section", ""),
+            section=section,
             snippet=text if len(text) <= _SNIPPET_CHARS else text[: _SNIPPET_CHARS - 1] + "…",
             score=passage.score,
         )

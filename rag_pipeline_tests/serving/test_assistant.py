@@ -9,8 +9,8 @@ from rag_pipeline.config import Settings, load_settings
 from rag_pipeline.store.schema import QueryFilter
 from rag_pipeline.workspaces import create_workspace
 from serving.answer import ExtractiveAnswerer
-from serving.assistant import Assistant
-from serving.retrieval import QueryError, query_encoders
+from serving.assistant import Assistant, Source
+from serving.retrieval import Candidate, QueryError, query_encoders
 
 OWNER = "local"
 
@@ -102,3 +102,14 @@ def test_workspaces_with_the_same_models_share_one_copy_of_the_query_models(
     assert ExtractiveAnswerer(other).terms is shared.sparse
     own_model = load_settings(home, embedding={"dense_model": "BAAI/bge-small-en-v1.5"})
     assert query_encoders(own_model).dense is not shared.dense
+
+
+def test_a_passage_that_starts_at_its_heading_lists_the_heading_once() -> None:
+    payload = {
+        "text": "bike-policy\nBicycle fleet policy\nThe company keeps 27 cargo bicycles.",
+        "file_path": "/d/bike-policy.docx",
+        "section": "Fleet > Bicycle fleet policy",
+    }
+    source = Source.of(1, Candidate("p1", payload))
+    assert source.section == "Fleet > Bicycle fleet policy"
+    assert source.snippet == "The company keeps 27 cargo bicycles."
