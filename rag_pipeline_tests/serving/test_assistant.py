@@ -8,8 +8,8 @@ import pytest
 from rag_pipeline.config import Settings, load_settings
 from rag_pipeline.store.schema import QueryFilter
 from rag_pipeline.workspaces import create_workspace
-from serving.answer import ExtractiveAnswerer
 from serving.assistant import Assistant, Source
+from serving.extractive import ExtractiveAnswerer
 from serving.retrieval import Candidate, QueryError, query_encoders
 
 OWNER = "local"
