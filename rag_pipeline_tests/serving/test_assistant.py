@@ -8,6 +8,7 @@ import pytest
 from rag_pipeline.config import Settings, load_settings
 from rag_pipeline.store.schema import QueryFilter
 from rag_pipeline.workspaces import create_workspace
+from rag_pipeline_tests.serving.conftest import serving
 from serving.assistant import Assistant, Source
 from serving.extractive import ExtractiveAnswerer
 from serving.retrieval import Candidate, QueryError, query_encoders
@@ -17,9 +18,7 @@ OWNER = "local"
 
 @pytest.fixture(scope="module")
 def assistant(indexed: Settings) -> Iterator[Assistant]:
-    served = Assistant(indexed)
-    yield served
-    served.close()
+    yield from serving(indexed)
 
 
 def test_a_question_gets_a_cited_answer_and_the_conversation_is_kept(
