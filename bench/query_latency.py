@@ -41,7 +41,8 @@ from rag_pipeline.embedding import DenseEncoder, SparseEncoder
 from rag_pipeline.store.edge import EdgeStore
 from rag_pipeline.store.schema import Hit, IndexPoint, NearestHits
 from rag_pipeline.workspaces import create_workspace
-from serving.answer import ExtractiveAnswerer, answer
+from serving.answer import answer
+from serving.extractive import ExtractiveAnswerer
 from serving.retrieval import Retriever, fuse
 
 DIM = 384

@@ -1,5 +1,5 @@
-"""Answers whose every claim cites a numbered passage: extractive, an OpenAI-compatible
-endpoint, or a local transformers model.
+"""Answers whose every claim cites a numbered passage: extractive (``serving.extractive``), an
+OpenAI-compatible endpoint, or a local transformers model.
 
 The passages an answer may use are numbered [1], [2], … in retrieval order. Whatever writes the
 answer, its text goes through :class:`CitationFilter`, which drops markers that point to no
@@ -22,8 +22,8 @@ from typing import Any, Protocol
 
 from rag_pipeline.config import AnswerSettings, Settings
 from rag_pipeline.embedding import models_folder
-from rag_pipeline.language import detect_language, has_cjk, sentence_spans
-from serving.retrieval import Candidate, Retrieval, query_encoders, shown_text
+from rag_pipeline.language import detect_language
+from serving.retrieval import Candidate, Retrieval
 
 Message = dict[str, str]  # {"role": "user" | "assistant", "content": ...}
 
@@ -173,65 +173,6 @@ class CitationFilter:
             if number not in self.cited:
                 self.cited.append(number)
         return "".join(f"[{self.cited.index(number) + 1}]" for number in dict.fromkeys(valid))
-
-
-# -- extractive ------------------------------------------------------------------------------
-
-
-class ExtractiveAnswerer:
-    """No language model: the passages' sentences that share most terms with the question.
-
-    Terms are those of the sparse model (stemmed English, jieba-segmented Chinese, no stop
-    words), so "dams" matches "dam" and 三峡大坝 matches inside an unspaced sentence. A sentence
-    that shares no term is never quoted, not even from the best passage: the dense search ranks
-    some passage first for any question ("What is the capital of Mongolia?" too), so being
-    first vouches for nothing. With nothing to quote, :func:`answer` cites the closest passages
-    instead, which shows a passage found by meaning alone without claiming it answers.
-    """
-
-    name = "extractive"
-
-    def __init__(self, settings: Settings) -> None:
-        self.sentences = settings.answer.extractive_sentences
-        self._encoders = query_encoders(settings)  # kept: the retriever's, shared
-        self.terms = self._encoders.sparse
-
-    def write(
-        self, question: str, history: Sequence[Message], passages: Sequence[Candidate]
-    ) -> Iterator[str]:
-        query_terms = set(self.terms.embed_query(question).indices.tolist())
-        candidates: list[tuple[float, int, int, str]] = []  # score, passage, position, sentence
-        for number, passage in enumerate(passages, 1):
-            text = shown_text(passage.payload)  # the line naming its document is not quoted
-            sentences = [text[a:b].strip() for a, b in sentence_spans(text)]
-            sentences = [sentence for sentence in sentences if _is_statement(sentence)]
-            vectors = self.terms.embed_documents(sentences) if sentences else []
-            for position, (sentence, vector) in enumerate(zip(sentences, vectors, strict=True)):
-                shared = len(query_terms & set(vector.indices.tolist()))
-                if shared:
-                    # More shared terms first; among equals, the better passage, then the
-                    # shorter sentence (fewer words that do not bear on the question).
-                    score = shared / (1 + 0.15 * (number - 1)) - 1e-4 * len(sentence)
-                    candidates.append((score, number, position, sentence))
-        if not candidates:
-            return
-        chosen = sorted(candidates, key=lambda item: -item[0])[: self.sentences]
-        chosen.sort(key=lambda item: (item[1], item[2]))  # reading order: passage, position
-        yield phrases(question)["lead"] + "\n\n"
-        for _, number, _, sentence in chosen:
-            yield f"- {quoted(sentence)} [{number}]\n"
-
-
-_ENDS_SENTENCE = re.compile(r"[.!?。！？；…:：)）\]」』\"”’']$")
-
-
-def _is_statement(sentence: str) -> bool:
-    """A sentence worth quoting: not a heading or a label (short and unpunctuated)."""
-    if _ENDS_SENTENCE.search(sentence):
-        return len(sentence) > 1
-    if has_cjk(sentence):  # no spaces between words: count characters
-        return len(sentence) >= 8
-    return len(sentence.split()) >= 8
 
 
 # -- language models -------------------------------------------------------------------------
@@ -384,4 +325,6 @@ def load_answerer(settings: Settings) -> Answerer:
         return OpenAICompatibleAnswerer(settings.answer)
     if backend == "transformers":
         return TransformersAnswerer(settings.answer, settings.root)
+    from serving.extractive import ExtractiveAnswerer  # it builds on this module
+
     return ExtractiveAnswerer(settings)

@@ -2,8 +2,8 @@
 
 - ``GET /api/search?q=…&k=…``: documents grouped from the retrieved passages, in the shape
   deer-flow's local search expects (``Assistant.search_documents``);
-- ``GET /api/preview?chunk_id=…``: the cited page as PNG with the passage highlighted (PDF), or
-  the passage in its text as HTML (other formats);
+- ``GET /api/preview?chunk_id=…[&page=…]``: the cited page (by default the passage's first) as
+  PNG with the passage highlighted (PDF), or the passage in its text as HTML (other formats);
 - ``GET /api/file?doc_id=…``: the original file, only for an indexed document inside a watched
   folder (``serving.preview.source_file``).
 
@@ -109,11 +109,15 @@ def api_routes(workspaces: ServedWorkspaces) -> APIRouter:
         return JSONResponse(documents)
 
     @router.get("/api/preview", response_model=None)
-    def page_preview(request: Request, chunk_id: str, workspace: WorkspaceId = None) -> Response:
+    def page_preview(
+        request: Request, chunk_id: str, page: int | None = None, workspace: WorkspaceId = None
+    ) -> Response:
         assistant, user = asked(request, workspace)
         governs = user.may_govern(assistant.settings.workspace)
         try:
-            shown = preview(assistant.settings, assistant.catalog, chunk_id, offline_shown=governs)
+            shown = preview(
+                assistant.settings, assistant.catalog, chunk_id, page=page, offline_shown=governs
+            )
         except PreviewError as error:
             raise HTTPException(status_code=404, detail=str(error)) from error
         if shown.png is not None:

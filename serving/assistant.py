@@ -19,6 +19,7 @@ from urllib.parse import quote
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import Settings
 from rag_pipeline.store import (
+    SECTION_SEPARATOR,
     QueryFilter,
     RefreshLoop,
     RefreshReport,
@@ -26,6 +27,7 @@ from rag_pipeline.store import (
     open_serving_store,
 )
 from serving.answer import Answer, Message, answer, load_answerer
+from serving.citing import quoted_pages
 from serving.history import History
 from serving.preview import PreviewError, picture_file
 from serving.rerank import load_reranker
@@ -56,15 +58,23 @@ class Source:
     title: str
     file_name: str
     file_type: str
-    page: int | None
+    page: int | None  # the page to show: where most of what the answer quotes from it lies
     section: str
     snippet: str
     score: float
+    pages: list[int]  # those the sentences quoted from it lie on, in order (none: unplaced)
 
     @classmethod
-    def of(cls, number: int, passage: Candidate) -> Source:
+    def of(cls, number: int, passage: Candidate, answer_text: str = "") -> Source:
+        """Passage ``number`` as cited by the answer ``answer_text`` (none: as found)."""
         payload = passage.payload
-        text = " ".join(shown_text(payload).split())
+        pages = quoted_pages(payload, answer_text) if answer_text else []
+        section = payload.get("section", "")
+        shown = shown_text(payload)
+        first, newline, rest = shown.partition("\n")
+        if section and newline and first.strip() == section.rpartition(SECTION_SEPARATOR)[2]:
+            shown = rest  # its heading: the section is shown beside it already
+        text = " ".join(shown.split())
         if not text and is_picture(payload):
             text = "(a picture)"
         return cls(
@@ -74,10 +84,11 @@ class Source:
             title=payload.get("title") or Path(payload.get("file_path", "")).stem,
             file_name=Path(payload.get("file_path", "")).name,
             file_type=payload.get("file_type", ""),
-            page=payload.get("page"),
-            section=payload.get("section", ""),
+            page=pages[0] if pages else payload.get("page"),
+            section=section,
             snippet=text if len(text) <= _SNIPPET_CHARS else text[: _SNIPPET_CHARS - 1] + "…",
             score=passage.score,
+            pages=sorted(pages),
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -164,10 +175,7 @@ class Assistant:
                 yield conversation_id, final
         finally:
             self.history.record_trace(retrieval, owner, final.backend or self.answerer.name)
-            sources = [
-                Source.of(number, final.passages[number - 1]).as_dict() for number in final.cited
-            ]
-            self.history.add_message(conversation_id, "assistant", final.text, sources)
+            self.history.add_message(conversation_id, "assistant", final.text, cited_sources(final))
 
     @property
     def searches_pictures(self) -> bool:
@@ -253,6 +261,14 @@ class Assistant:
         self.store.close()
         self.history.close()
         self.catalog.close()
+
+
+def cited_sources(answer: Answer) -> list[dict[str, Any]]:
+    """The passages ``answer`` cites, as the page lists them and a conversation keeps them."""
+    return [
+        Source.of(number, answer.passages[number - 1], answer.text).as_dict()
+        for number in answer.cited
+    ]
 
 
 def file_url(doc_id: str, workspace_id: str | None) -> str:

@@ -86,11 +86,16 @@ def preview(
     catalog: Catalog,
     chunk_id: str,
     *,
+    page: int | None = None,
     dpi: int = 110,
     offline_shown: bool = False,
 ) -> Preview:
     """The cited page or picture with the passage marked, and the passage in its text; an
-    offline document or passage only when ``offline_shown``."""
+    offline document or passage only when ``offline_shown``.
+
+    ``page``: which of the passage's pages to show (a citation's, where what it quotes lies);
+    by default its first.
+    """
     rows, position = cited_chunk(catalog, chunk_id)
     row = rows[position]
     record, path = source_file(settings, catalog, row["doc_id"], offline_shown=offline_shown)
@@ -103,7 +108,7 @@ def preview(
         rows = [r for i, r in enumerate(rows) if i == position or r["chunk_id"] not in offline]
         position = next(i for i, r in enumerate(rows) if r["chunk_id"] == chunk_id)
     context = passage_in_context(rows, position, document_name(record.relative_path, record.title))
-    page = row["page_start"]
+    page = passage_page(row, page)
     boxes = [box for box in row["bboxes"] if box["page"] == page]
     redactor = Redactor.of(settings)
     hidden = redacted_boxes(catalog, row["doc_id"], page) if redactor else []
@@ -116,6 +121,15 @@ def preview(
     elif is_picture(row):
         png = picture_file(settings, row).read_bytes()
     return Preview(row["doc_id"], chunk_id, page, png, context)
+
+
+def passage_page(row: dict[str, Any], page: int | None) -> int | None:
+    """``page`` if the chunk (a catalog row) lies on it, its first page if None."""
+    if page is None:
+        return row["page_start"]
+    if row["page_start"] is None or not row["page_start"] <= page <= row["page_end"]:
+        raise PreviewError(f"{row['chunk_id']!r} does not lie on page {page}")
+    return page
 
 
 def picture_file(settings: Settings, row: dict[str, Any]) -> UPath:

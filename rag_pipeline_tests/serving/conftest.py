@@ -15,6 +15,7 @@ from rag_pipeline.cli import main
 from rag_pipeline.config import Settings, load_settings
 from rag_pipeline_tests.conftest import IndexedPlaces
 from rag_pipeline_tests.documents import two_column_pdf
+from serving.assistant import Assistant
 
 GUIDE = """# Field guide
 
@@ -48,6 +49,13 @@ def _index_corpus(root: Path) -> None:
 def indexed(indexed_places: IndexedPlaces) -> Settings:
     """Settings of a home holding the indexed corpus (read-only for the tests that use it)."""
     return load_settings(indexed_places.fresh("served", _index_corpus) / "home")
+
+
+def serving(settings: Settings) -> Iterator[Assistant]:
+    """An assistant serving ``settings``' home, for a module's tests (a fixture yields from it)."""
+    served = Assistant(settings)
+    yield served
+    served.close()
 
 
 @pytest.fixture(scope="module")

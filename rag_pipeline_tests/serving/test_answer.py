@@ -7,11 +7,11 @@ from rag_pipeline.store.schema import QueryFilter
 from serving.answer import (
     Answer,
     CitationFilter,
-    ExtractiveAnswerer,
     Message,
     answer,
     build_messages,
 )
+from serving.extractive import ExtractiveAnswerer
 from serving.retrieval import Candidate, Retrieval
 
 
@@ -122,6 +122,60 @@ def test_the_extractive_answer_quotes_nothing_that_shares_no_term_with_the_quest
     final = list(answer(ExtractiveAnswerer(indexed), question, [], _retrieval(*passages)))[-1]
     assert not final.supported
     assert final.text == "Nothing here answers this directly. The closest passages: [1] [2]"
+
+
+_GUIDE = {"file_path": "/d/velmora-guide.pdf"}
+
+
+def test_the_extractive_answer_quotes_no_sentence_that_shares_only_common_or_few_terms(
+    indexed: Settings,
+) -> None:
+    passages = [
+        _passage(
+            "velmora-guide\nThe Velmora orchard was planted in 1873 by Ilse Brandt. "
+            "The orchard is irrigated by the Sorn creek.",
+            **_GUIDE,
+        ),
+        _passage("velmora-guide\nEvery October the town of Velmora holds a festival.", **_GUIDE),
+        _passage("The harbour of Ostrel was dug in 1650 by monks.", file_path="/d/ostrel.pdf"),
+    ]
+    question = "When was the Velmora orchard planted?"
+    final = list(answer(ExtractiveAnswerer(indexed), question, [], _retrieval(*passages)))[-1]
+    assert final.text == (
+        "From the documents:\n\n- The Velmora orchard was planted in 1873 by Ilse Brandt. [1]"
+    )
+
+
+def test_the_extractive_answer_quotes_every_sentence_that_tells_about_as_much_as_the_best(
+    indexed: Settings,
+) -> None:
+    passages = [
+        _passage(
+            "The Quillon lighthouse stands 38 metres tall. "
+            "Its first keeper was Tomas Ferreira, who served from 1902 to 1931."
+        ),
+        _passage("The bell tower of Ostrel is 61 metres tall."),
+    ]
+    question = "How tall is the Quillon lighthouse and who was its first keeper?"
+    final = list(answer(ExtractiveAnswerer(indexed), question, [], _retrieval(*passages)))[-1]
+    assert final.text == (
+        "From the documents:\n\n- The Quillon lighthouse stands 38 metres tall. [1]\n"
+        "- Its first keeper was Tomas Ferreira, who served from 1902 to 1931. [1]"
+    )
+
+
+def test_the_extractive_answer_quotes_nothing_that_shares_only_what_every_passage_has(
+    indexed: Settings,
+) -> None:
+    passages = [
+        _passage("velmora-guide\nThe Velmora orchard was planted in 1873.", **_GUIDE),
+        _passage("velmora-guide\nEvery October Velmora holds the Lantern Festival.", **_GUIDE),
+    ]
+    final = list(
+        answer(ExtractiveAnswerer(indexed), "Who founded Velmora?", [], _retrieval(*passages))
+    )
+    assert not final[-1].supported
+    assert final[-1].text == "Nothing here answers this directly. The closest passages: [1] [2]"
 
 
 def test_the_extractive_answer_never_quotes_the_line_naming_a_passages_document(

@@ -8,18 +8,17 @@ import pytest
 from rag_pipeline.config import Settings, load_settings
 from rag_pipeline.store.schema import QueryFilter
 from rag_pipeline.workspaces import create_workspace
-from serving.answer import ExtractiveAnswerer
-from serving.assistant import Assistant
-from serving.retrieval import QueryError, query_encoders
+from rag_pipeline_tests.serving.conftest import serving
+from serving.assistant import Assistant, Source
+from serving.extractive import ExtractiveAnswerer
+from serving.retrieval import Candidate, QueryError, query_encoders
 
 OWNER = "local"
 
 
 @pytest.fixture(scope="module")
 def assistant(indexed: Settings) -> Iterator[Assistant]:
-    served = Assistant(indexed)
-    yield served
-    served.close()
+    yield from serving(indexed)
 
 
 def test_a_question_gets_a_cited_answer_and_the_conversation_is_kept(
@@ -102,3 +101,14 @@ def test_workspaces_with_the_same_models_share_one_copy_of_the_query_models(
     assert ExtractiveAnswerer(other).terms is shared.sparse
     own_model = load_settings(home, embedding={"dense_model": "BAAI/bge-small-en-v1.5"})
     assert query_encoders(own_model).dense is not shared.dense
+
+
+def test_a_passage_that_starts_at_its_heading_lists_the_heading_once() -> None:
+    payload = {
+        "text": "bike-policy\nBicycle fleet policy\nThe company keeps 27 cargo bicycles.",
+        "file_path": "/d/bike-policy.docx",
+        "section": "Fleet > Bicycle fleet policy",
+    }
+    source = Source.of(1, Candidate("p1", payload))
+    assert source.section == "Fleet > Bicycle fleet policy"
+    assert source.snippet == "The company keeps 27 cargo bicycles."

@@ -16,10 +16,16 @@ import gradio as gr
 from rag_pipeline.availability import AvailabilityError
 from rag_pipeline.store.schema import QueryFilter
 from serving.answer import Answer
-from serving.assistant import Assistant, Source, file_url
+from serving.assistant import Assistant, Source, cited_sources, file_url
 from serving.page.governance import offered
 from serving.page.handlers import Handlers
-from serving.page.render import evidence_html, link_markers, linked
+from serving.page.render import (
+    cite_target,
+    cited_passage,
+    evidence_html,
+    link_markers,
+    linked,
+)
 from serving.preview import PreviewError, preview
 from serving.retrieval import Candidate, QueryError
 from serving.workspaces import Standing
@@ -78,7 +84,7 @@ class Chat(Handlers):
                 yield shown, "", opened, *[gr.skip()] * 5
         except QueryError as error:
             raise gr.Error(str(error)) from error
-        sources = [Source.of(n, final.passages[n - 1]).as_dict() for n in final.cited]
+        sources = cited_sources(final)
         yield (
             [*history, {"role": "assistant", "content": linked(final)}],
             "",
@@ -138,7 +144,7 @@ class Chat(Handlers):
     def show_citation(
         self, workspace_id: str | None, event: gr.SelectData, request: gr.Request
     ) -> tuple[Any, ...]:
-        return self.show_chunk(request, workspace_id, str(event.value))
+        return self.show_chunk(request, workspace_id, str(event.value))  # a citation's target
 
     def show_passage(
         self, chunk_id: str | None, workspace_id: str | None, request: gr.Request
@@ -156,12 +162,16 @@ class Chat(Handlers):
         return self.show_chunk(request, workspace_id, chunk_ids[event.index])
 
     def show_chunk(
-        self, request: gr.Request, workspace_id: str | None, chunk_id: str | None
+        self, request: gr.Request, workspace_id: str | None, target: str | None
     ) -> tuple[Any, ...]:
         """The passage's preview (an empty one without a passage), its chunk id, and, for
-        those who may govern, the governing row and buttons that fit where it stands."""
-        if not chunk_id:
+        those who may govern, the governing row and buttons that fit where it stands.
+
+        ``target``: a chunk id, or a citation's target, which names the page to show too.
+        """
+        if not target:
             return gr.Image(value=None, visible=False), "", None, *offered(None)
+        chunk_id, page = cited_passage(target)
         assistant, _ = self.serving(request, workspace_id)
         user = self.signed_in(request)
         may_govern = user.may_govern(assistant.settings.workspace)
@@ -169,7 +179,7 @@ class Chat(Handlers):
         if may_govern:
             with suppress(AvailabilityError):  # changed since: its preview says so
                 standing = self.workspaces.standing(user, assistant.settings.workspace, chunk_id)
-        image, caption = _previewed(assistant, workspace_id, chunk_id, may_govern)
+        image, caption = _previewed(assistant, workspace_id, chunk_id, page, may_govern)
         return image, _standing_html(standing) + caption, chunk_id, *offered(standing)
 
 
@@ -198,7 +208,8 @@ def conversation_choices(assistant: Assistant, owner: str, selected: str | None)
 
 
 def _first_chunk(sources: list[dict[str, Any]]) -> str | None:
-    return sources[0]["chunk_id"] if sources else None
+    """The first cited passage's target: its chunk id and the page to show."""
+    return cite_target(sources[0]) if sources else None
 
 
 def _standing_html(standing: Standing | None) -> str:
@@ -214,10 +225,16 @@ def _standing_html(standing: Standing | None) -> str:
 
 
 def _previewed(
-    assistant: Assistant, workspace_id: str | None, chunk_id: str, may_govern: bool
+    assistant: Assistant,
+    workspace_id: str | None,
+    chunk_id: str,
+    page: int | None,
+    may_govern: bool,
 ) -> tuple[Any, str]:
     try:
-        shown = preview(assistant.settings, assistant.catalog, chunk_id, offline_shown=may_govern)
+        shown = preview(
+            assistant.settings, assistant.catalog, chunk_id, page=page, offline_shown=may_govern
+        )
     except PreviewError as error:
         return gr.Image(value=None, visible=False), f"<p>{html.escape(str(error))}</p>"
     link = file_url(shown.doc_id, workspace_id)

@@ -16,32 +16,45 @@ from rag_pipeline.config import Settings
 from rag_pipeline.workspaces import Workspace
 from serving.access import SIGN_OUT, User
 from serving.answer import Answer
-from serving.assistant import file_url
+from serving.assistant import cited_sources, file_url
 from serving.workspaces import Contents, indexed_documents
 
 CITE_PREFIX = "#cite:"
 _MARKER = re.compile(r"\[(\d+)\]")
+# A citation's target: its chunk id (which ends in "#<index>"), then the page to show, if any.
+_TARGET = re.compile(r"(.+#\d+)&page=(\d+)", re.DOTALL)
+
+
+def cite_target(source: dict[str, Any]) -> str:
+    """What a citation of ``source`` opens: its chunk id, and the page to show if it has
+    pages."""
+    page = f"&page={source['page']}" if source.get("page") else ""
+    return f"{source['chunk_id']}{page}"
+
+
+def cite_href(source: dict[str, Any]) -> str:
+    """The link to a cited passage's preview: its target, encoded, after :data:`CITE_PREFIX`."""
+    return f"{CITE_PREFIX}{quote(cite_target(source), safe='')}"
+
+
+def cited_passage(target: str) -> tuple[str, int | None]:
+    """(chunk id, page) of a citation's target (see :func:`cite_target`), or of a bare chunk
+    id (no page: its first)."""
+    named = _TARGET.fullmatch(target)
+    return (named.group(1), int(named.group(2))) if named else (target, None)
 
 
 def linked(answer: Answer) -> str:
     """The answer with each marker [n] as a link to its passage's preview."""
-    sources = [
-        {"number": n, "chunk_id": answer.passages[n - 1].payload.get("chunk_id", "")}
-        for n in answer.cited
-    ]
-    return link_markers(answer.text, sources)
+    return link_markers(answer.text, cited_sources(answer))
 
 
 def link_markers(text: str, sources: list[dict[str, Any]]) -> str:
-    chunks = {source["number"]: source["chunk_id"] for source in sources}
+    cited = {source["number"]: source for source in sources if source["chunk_id"]}
 
     def link(match: re.Match[str]) -> str:
-        chunk = chunks.get(int(match.group(1)))
-        return (
-            f"[[{match.group(1)}]]({CITE_PREFIX}{quote(chunk, safe='')})"
-            if chunk
-            else match.group(0)
-        )
+        source = cited.get(int(match.group(1)))
+        return f"[[{match.group(1)}]]({cite_href(source)})" if source else match.group(0)
 
     return _MARKER.sub(link, text)
 
@@ -62,20 +75,23 @@ def evidence_html(sources: list[dict[str, Any]], workspace_id: str | None) -> st
         )
         for source in cited:
             where = ", ".join(
-                part
-                for part in (
-                    f"p. {source['page']}" if source.get("page") else "",
-                    html.escape(source.get("section") or ""),
-                )
-                if part
+                part for part in (_pages(source), html.escape(source.get("section") or "")) if part
             )
             parts.append(
-                f"<div class='cite'><a href='{CITE_PREFIX}{quote(source['chunk_id'], safe='')}' "
+                f"<div class='cite'><a href='{html.escape(cite_href(source))}' "
                 f"class='citation'>[{source['number']}]</a> "
                 f"<span class='where'>{where}</span> {html.escape(source['snippet'])}</div>"
             )
     parts.append("</div>")
     return "\n".join(parts)
+
+
+def _pages(source: dict[str, Any]) -> str:
+    """ "p. 2", or "pp. 1–2" when what the answer quotes from it runs over pages."""
+    pages = source.get("pages") or []  # kept conversations from before have none
+    if len(pages) > 1:
+        return f"pp. {pages[0]}–{pages[-1]}"
+    return f"p. {source['page']}" if source.get("page") else ""
 
 
 def sources_html(

@@ -1,0 +1,82 @@
+"""A passage that runs over two pages is cited, listed and shown at the page of the sentences
+the answer quotes from it."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import unquote
+
+import pymupdf
+import pytest
+from PIL import Image
+
+from rag_pipeline.cli import main
+from rag_pipeline.config import Settings, load_settings
+from rag_pipeline_tests.conftest import IndexedPlaces
+from rag_pipeline_tests.serving.conftest import serving
+from serving.assistant import Assistant, cited_sources
+from serving.page.render import cited_passage, evidence_html, linked
+from serving.preview import PreviewError, preview
+
+OWNER = "local"
+_PAGES = (
+    ["Chapter 1: The Orchard", "The Velmora orchard was planted in 1873 by Ilse Brandt."],
+    ["Chapter 2: The Lighthouse", "The Quillon lighthouse stands 38 metres tall."],
+)
+
+
+def _index_guide(root: Path) -> None:
+    folder = root / "docs"
+    folder.mkdir()
+    document = pymupdf.open()
+    for lines in _PAGES:  # short pages: the chunker packs both into one passage
+        page = document.new_page(width=420, height=300)
+        for number, line in enumerate(lines):
+            page.insert_text((40, 40 + 20 * number), line, fontsize=11)
+    document.save(folder / "guide.pdf")
+    assert main(["index", "--home", str(root / "home"), "--source", str(folder)]) == 0
+
+
+@pytest.fixture(scope="module")
+def guide(indexed_places: IndexedPlaces) -> Settings:
+    return load_settings(indexed_places.fresh("two-pages", _index_guide) / "home")
+
+
+@pytest.fixture(scope="module")
+def assistant(guide: Settings) -> Iterator[Assistant]:
+    yield from serving(guide)
+
+
+def test_a_sentence_quoted_from_a_passages_second_page_is_cited_and_shown_there(
+    assistant: Assistant,
+) -> None:
+    question = "How tall is the Quillon lighthouse?"
+    _, final = list(assistant.ask(question, owner=OWNER))[-1]
+    cited = final.passages[0].payload
+    assert (cited["page"], cited["page_end"]) == (1, 2)  # one passage over both pages
+    [source] = cited_sources(final)
+    assert (source["page"], source["pages"]) == (2, [2])
+    assert "<span class='where'>p. 2</span>" in evidence_html([source], None)
+    target = unquote(linked(final).split("(#cite:")[1].split(")")[0])
+    assert cited_passage(target) == (cited["chunk_id"], 2)
+    shown = preview(assistant.settings, assistant.catalog, cited["chunk_id"], page=2, dpi=72)
+    image = Image.open(io.BytesIO(shown.png or b"")).convert("RGB")
+    box = next(b for b in cited["bboxes"] if b["page"] == 2)
+    red, _, blue = image.getpixel((int(box["x1"]) + 1, int(box["y0"]) - 1))  # by its text
+    assert shown.page == 2 and red > 230 and blue < 230  # blank paper tinted amber
+
+
+def test_a_passage_quoted_on_both_its_pages_is_cited_over_both(assistant: Assistant) -> None:
+    question = "When was the orchard planted, and how tall is the Quillon lighthouse?"
+    _, final = list(assistant.ask(question, owner=OWNER))[-1]
+    [source] = cited_sources(final)
+    assert source["pages"] == [1, 2]
+    assert "<span class='where'>pp. 1–2</span>" in evidence_html([source], None)
+
+
+def test_a_page_the_passage_does_not_lie_on_is_refused(assistant: Assistant) -> None:
+    chunk = assistant.search("lighthouse", owner=OWNER).passages[0].payload["chunk_id"]
+    with pytest.raises(PreviewError, match="does not lie on page 3"):
+        preview(assistant.settings, assistant.catalog, chunk, page=3)
