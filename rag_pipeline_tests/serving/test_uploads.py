@@ -195,3 +195,16 @@ def test_in_a_browser_a_mixed_upload_indexes_its_good_file_and_leaves_no_copy_be
     question.press("Enter")
     page.locator("#evidence a.citation").first.wait_for(timeout=60_000)
     assert note.name in page.locator("#evidence").inner_text()
+
+
+def test_an_upload_the_page_never_used_leaves_gradios_folder_once_old(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Looked at every second, gone at a second old (the page: every hour, at an hour old).
+    monkeypatch.setattr("serving.page.layout.CACHE_CLEANUP_SECONDS", (1, 1))
+    tag = uuid.uuid4().hex[:8]  # a name no other upload shares: Gradio's folder is everyone's
+    with BackgroundServer(load_settings(tmp_path / "home")) as server:
+        files = {"files": (f"stray-{tag}.txt", b"never indexed", "text/plain")}
+        (kept,) = httpx.post(server.url + "/gradio_api/upload", files=files, timeout=30).json()
+        assert Path(kept).is_file()
+        within(30, "the stray upload removed", lambda: not Path(kept).exists())

@@ -4,22 +4,24 @@ an image, the kept conversations and query traces, and the preview of a cited pa
 from __future__ import annotations
 
 import html
-import io
 from collections.abc import Iterator
 from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import gradio as gr
 
 from rag_pipeline.availability import AvailabilityError
+from rag_pipeline.store import is_picture
 from rag_pipeline.store.schema import QueryFilter
 from serving.answer import Answer
+from serving.api import picture_url, preview_url
 from serving.assistant import Assistant, Source, file_url
 from serving.page.governance import offered
 from serving.page.handlers import Handlers
-from serving.page.render import evidence_html, link_markers, linked
+from serving.page.render import CITE_PREFIX, evidence_html, link_markers, linked
 from serving.preview import PreviewError, preview
 from serving.retrieval import Candidate, QueryError
 from serving.workspaces import Standing
@@ -64,7 +66,7 @@ class Chat(Handlers):
         assistant, owner = self.serving(request, workspace_id)
         text = (text or "").strip()
         if not text:
-            yield history, "", conversation_id, *[gr.skip()] * 5
+            yield history, "", conversation_id, *[gr.skip()] * 4
             return
         try:
             query_filter = _query_filter(doc_ids, types, langs, since, until)
@@ -75,7 +77,7 @@ class Chat(Handlers):
         try:
             for opened, final in assistant.ask(text, conversation_id, query_filter, owner=owner):
                 shown = [*history, {"role": "assistant", "content": linked(final)}]
-                yield shown, "", opened, *[gr.skip()] * 5
+                yield shown, "", opened, *[gr.skip()] * 4
         except QueryError as error:
             raise gr.Error(str(error)) from error
         sources = [Source.of(n, final.passages[n - 1]).as_dict() for n in final.cited]
@@ -85,7 +87,7 @@ class Chat(Handlers):
             opened,
             conversation_choices(assistant, owner, opened),
             evidence_html(sources, workspace_id),
-            *_gallery(assistant, [*final.passages, *final.pictures]),
+            pictures_html([*final.passages, *final.pictures], workspace_id),
             _first_chunk(sources),
         )
 
@@ -100,7 +102,7 @@ class Chat(Handlers):
         until: str | None,
         request: gr.Request,
     ) -> tuple[Any, ...]:
-        """The pictures like ``picture`` as evidence and in the gallery, and the first to
+        """The pictures like ``picture`` as evidence and among the pictures, and the first to
         preview; a search refused is said in a warning, what was shown left as it was."""
         assistant, _ = self.serving(request, workspace_id)
         try:
@@ -110,12 +112,12 @@ class Chat(Handlers):
             found = assistant.search_pictures(picture, chosen)
         except ValueError as error:  # a QueryError is one too
             gr.Warning(str(error))
-            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            return gr.skip(), gr.skip(), gr.skip()
         if not found:
             gr.Info("No indexed picture is like it.")
         sources = [Source.of(n, candidate).as_dict() for n, candidate in enumerate(found, 1)]
         evidence = evidence_html(sources, workspace_id)
-        return evidence, *_gallery(assistant, found), _first_chunk(sources)
+        return evidence, pictures_html(found, workspace_id), _first_chunk(sources)
 
     def open_conversation(
         self, conversation_id: str | None, workspace_id: str | None, request: gr.Request
@@ -146,22 +148,13 @@ class Chat(Handlers):
         """The preview of the passage chosen by the event before (none: the preview empty)."""
         return self.show_chunk(request, workspace_id, chunk_id)
 
-    def show_picture(
-        self,
-        chunk_ids: list[str],
-        workspace_id: str | None,
-        event: gr.SelectData,
-        request: gr.Request,
-    ) -> tuple[Any, ...]:
-        return self.show_chunk(request, workspace_id, chunk_ids[event.index])
-
     def show_chunk(
         self, request: gr.Request, workspace_id: str | None, chunk_id: str | None
     ) -> tuple[Any, ...]:
         """The passage's preview (an empty one without a passage), its chunk id, and, for
         those who may govern, the governing row and buttons that fit where it stands."""
         if not chunk_id:
-            return gr.Image(value=None, visible=False), "", None, *offered(None)
+            return gr.HTML("", visible=False), "", None, *offered(None)
         assistant, _ = self.serving(request, workspace_id)
         user = self.signed_in(request)
         may_govern = user.may_govern(assistant.settings.workspace)
@@ -176,7 +169,7 @@ class Chat(Handlers):
 def new_conversation() -> tuple[Any, ...]:
     """A fresh chat: no messages, no conversation chosen, no evidence, no pictures, nothing
     to preview."""
-    return [], None, "", None, gr.Dropdown(value=None), gr.Gallery(value=None, visible=False)
+    return [], None, "", None, gr.Dropdown(value=None), pictures_html([], None)
 
 
 def reopened(
@@ -216,18 +209,34 @@ def _standing_html(standing: Standing | None) -> str:
 def _previewed(
     assistant: Assistant, workspace_id: str | None, chunk_id: str, may_govern: bool
 ) -> tuple[Any, str]:
+    """The passage's page or picture, as a picture the preview route draws (the browser fetches
+    it as the signed-in user, refused once the passage is offline to them), and its caption and
+    text; an offline passage's note instead."""
     try:
-        shown = preview(assistant.settings, assistant.catalog, chunk_id, offline_shown=may_govern)
+        shown = preview(
+            assistant.settings,
+            assistant.catalog,
+            chunk_id,
+            offline_shown=may_govern,
+            drawn=False,
+        )
     except PreviewError as error:
-        return gr.Image(value=None, visible=False), f"<p>{html.escape(str(error))}</p>"
+        return gr.HTML("", visible=False), f"<p>{html.escape(str(error))}</p>"
     link = file_url(shown.doc_id, workspace_id)
     where = f", page {shown.page}" if shown.page else ""
     caption = (
         f"<p><b>{html.escape(shown.doc_id)}</b>{where} · "
         f"<a href='{link}' target='_blank' id='original-file'>open the original</a></p>"
     )
-    image = gr.Image(value=_image(shown.png), visible=True) if shown.png else None
-    return image or gr.Image(value=None, visible=False), caption + shown.html
+    if not shown.pictured:
+        return gr.HTML("", visible=False), caption + shown.html
+    drawn = html.escape(preview_url(chunk_id, workspace_id))
+    title = html.escape(f"{shown.doc_id}{where}")
+    page = (
+        f"<a href='{drawn}' target='_blank' title='open it alone'>"
+        f"<img src='{drawn}' alt='{title}'></a>"
+    )
+    return gr.HTML(page, visible=True), caption + shown.html
 
 
 def _plain(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -241,19 +250,25 @@ def _plain(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return plain
 
 
-def _gallery(assistant: Assistant, found: list[Candidate]) -> tuple[Any, list[str]]:
-    """The pictures among ``found`` as a gallery (hidden when none), and their chunk ids."""
-    items, chunk_ids = [], []
+def pictures_html(found: list[Candidate], workspace_id: str | None) -> Any:
+    """The pictures among ``found`` (hidden when none), each drawn by the picture route and a
+    link to its preview, as a citation is."""
+    shown: dict[str, str] = {}
     for candidate in found:
-        if candidate.payload.get("chunk_id") in chunk_ids:
-            continue
-        picture = assistant.picture(candidate)
-        if picture is not None:
-            payload = candidate.payload
+        payload = candidate.payload
+        chunk_id = payload.get("chunk_id", "")
+        if is_picture(payload) and chunk_id not in shown:
             page = f" · p. {payload['page']}" if payload.get("page") else ""
-            items.append((picture, f"{Path(payload.get('file_path', '')).name}{page}"))
-            chunk_ids.append(payload.get("chunk_id", ""))
-    return gr.Gallery(value=items or None, visible=bool(items)), chunk_ids
+            caption = html.escape(f"{Path(payload.get('file_path', '')).name}{page}")
+            shown[chunk_id] = (
+                f"<a href='{CITE_PREFIX}{quote(chunk_id, safe='')}' class='picture'>"
+                f"<img src='{html.escape(picture_url(chunk_id, workspace_id))}' alt='{caption}'>"
+                f"<span class='caption'>{caption}</span></a>"
+            )
+    if not shown:
+        return gr.HTML("", visible=False)
+    listed = "".join(shown.values())
+    return gr.HTML(f"<p><b>Pictures</b></p><div class='pictures'>{listed}</div>", visible=True)
 
 
 def _query_filter(
@@ -280,9 +295,3 @@ def _date(value: str | None, label: str, *, end_of_day: bool = False) -> float |
     except ValueError as error:
         raise ValueError(f"{label}: write the date as YYYY-MM-DD, e.g. 2025-03-31") from error
     return day.timestamp() + (86_399.999 if end_of_day else 0.0)
-
-
-def _image(png: bytes) -> Any:
-    from PIL import Image
-
-    return Image.open(io.BytesIO(png))
