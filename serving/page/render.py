@@ -8,6 +8,7 @@ import html
 import re
 import time
 from collections.abc import Iterable, Mapping
+from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
@@ -21,6 +22,11 @@ from serving.workspaces import Contents, indexed_documents
 
 CITE_PREFIX = "#cite:"
 _MARKER = re.compile(r"\[(\d+)\]")
+# An absolute path: in quotes (spaces and all), or at the start or after a space, bracket or
+# ``=``, up to the next one.
+_PATH = re.compile(
+    r"(?P<quote>['\"])(?P<quoted>/[^'\"]+)(?P=quote)|(?<![^\s(\[=])/[^\s'\"()\[\],;]+"
+)
 
 
 def linked(answer: Answer) -> str:
@@ -96,7 +102,7 @@ def sources_html(
     states = {
         doc_id: f"indexed, {counted(record.chunks, 'chunk')}"
         if record.state == "indexed"
-        else f"failed: {record.error or 'unknown reason'}"
+        else failure(record)
         for doc_id, record in records.items()
     }
     uploaded = settings.upload_folder.iterdir() if settings.upload_folder.is_dir() else []
@@ -142,13 +148,26 @@ def uploads_html(
         elif record.state == "indexed":
             state = "searchable"
         else:
-            state = f"failed: {record.error or 'unknown reason'}"
+            state = failure(record)
         parts.append(
             f"<div class='cite' data-upload='{html.escape(sent['name'])}'>"
             f"{html.escape(sent['name'])} <span class='where'>{html.escape(state)}</span></div>"
         )
     parts.append("</div>")
     return "\n".join(parts)
+
+
+def failure(record: DocumentRecord) -> str:
+    """Why a document failed, without the server's paths a parser's message may name (its
+    file's name kept): the operator's ``status`` and log hold them."""
+    reason = _PATH.sub(_file_name, record.error or "")
+    return f"failed: {reason or 'unknown reason'}"
+
+
+def _file_name(path: re.Match[str]) -> str:
+    if path["quoted"]:
+        return f"{path['quote']}{PurePosixPath(path['quoted']).name}{path['quote']}"
+    return PurePosixPath(path.group()).name
 
 
 def indexed_status(records: Iterable[DocumentRecord]) -> str:
