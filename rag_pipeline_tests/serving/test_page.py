@@ -86,6 +86,8 @@ def test_the_search_api_answers_over_http(served: str) -> None:
     documents = response.json()
     assert documents[0]["id"] == "docs/rivers.txt"
     assert {"id", "title", "url", "chunks", "extra"} <= documents[0].keys()
+    # The original file's route, in the workspace searched (as the README shows it).
+    assert documents[0]["url"] == "/api/file?doc_id=docs/rivers.txt&workspace=default"
     assert httpx.get(f"{served}/api/search", params={"q": " "}).status_code == 400
 
 
