@@ -1,6 +1,8 @@
 """A document taken offline (archived, rejected) is offline on the page too, in Chromium through
 the real server: its page picture is refused to its readers and to other workspaces' users but
-shown to those who may govern it, and an old citation of it says it was taken offline."""
+shown to those who may govern it, an old citation of it says it was taken offline, and its
+readers no longer find it in Sources, the filters or the count, where a governor sees it
+marked."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from rag_pipeline.catalog import Catalog
 from rag_pipeline.cli import main
 from rag_pipeline.config import Settings, load_settings
 from rag_pipeline.workspaces import create_workspace
-from rag_pipeline_tests.conftest import ask_on_the_page, open_workspace, signed_in
+from rag_pipeline_tests.conftest import ask_on_the_page, open_workspace, signed_in, workspace_card
 from rag_pipeline_tests.index_state import live_chunks
 from serving.access import add_user
 from serving.preview import DOCUMENT_OFFLINE, PASSAGE_OFFLINE, PreviewError, preview
@@ -105,3 +107,38 @@ def test_a_rejected_document_or_passage_is_previewed_as_taken_offline(served: Se
                 assert preview(settings, catalog, chunk, drawn=False, offline_shown=True).pictured
         finally:
             _taken(served, "activate", REPORT, *chunk_index)
+
+
+def test_an_archived_document_leaves_a_readers_sources_filters_and_count_a_governor_sees_it_marked(
+    served: Served, browser: Browser
+) -> None:
+    from playwright.sync_api import expect
+
+    _taken(served, "archive", REPORT)
+    try:
+        for user, governs in (("reader", False), ("editor", True)):
+            page = signed_in(browser, served.url, user, f"{user}-password")
+            try:
+                # Three documents indexed; the archived one counted for its governor only.
+                facts = workspace_card(page, "Default").locator(".facts")
+                expect(facts).to_contain_text("3 documents" if governs else "2 documents")
+                open_workspace(page)
+                expect(page.locator("#workspace-status")).to_have_text(
+                    f"{3 if governs else 2} documents indexed"
+                )
+                page.get_by_text("Sources", exact=True).click()
+                listed = page.locator(f"#sources [data-doc='{REPORT}']")
+                expect(page.locator("#sources [data-doc='docs/guide.md']")).to_be_visible()
+                if governs:
+                    expect(listed).to_contain_text("archived: out of search, indexed")
+                else:
+                    expect(listed).to_have_count(0)
+                page.get_by_text("Filters", exact=True).click()
+                page.get_by_label("Documents").click()
+                choices = page.get_by_role("option")
+                expect(choices.filter(has_text="docs/guide.md")).to_have_count(1)
+                expect(choices.filter(has_text=REPORT)).to_have_count(1 if governs else 0)
+            finally:
+                page.context.close()
+    finally:
+        _taken(served, "activate", REPORT)

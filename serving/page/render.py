@@ -18,7 +18,7 @@ from rag_pipeline.workspaces import Workspace
 from serving.access import SIGN_OUT, User
 from serving.answer import Answer
 from serving.assistant import file_url
-from serving.workspaces import Contents, indexed_documents
+from serving.workspaces import Contents, Documents, indexed_documents
 
 CITE_PREFIX = "#cite:"
 _MARKER = re.compile(r"\[(\d+)\]")
@@ -86,13 +86,14 @@ def evidence_html(sources: list[dict[str, Any]], workspace_id: str | None) -> st
 
 def sources_html(
     settings: Settings,
-    records: Mapping[str, DocumentRecord],
+    documents: Documents,
     workspace_id: str | None,
     *,
     running: bool,
 ) -> str:
-    """The workspace's folders and each document's state (``records``: the live collection's;
-    indexing, indexed, or failed and why), with a download of each original."""
+    """The workspace's folders and each document's state as the user sees them (indexing,
+    indexed, taken offline, or failed and why), with a download of each original."""
+    records = documents.records
     parts = ["<div class='evidence'>"]
     for folder in settings.watched_folders:
         name = "uploads" if folder == settings.upload_folder else folder.name
@@ -105,9 +106,12 @@ def sources_html(
         else failure(record)
         for doc_id, record in records.items()
     }
+    for doc_id in states.keys() & documents.offline.keys():  # shown to a governor
+        states[doc_id] = f"{documents.offline[doc_id]}: out of search, {states[doc_id]}"
     uploaded = settings.upload_folder.iterdir() if settings.upload_folder.is_dir() else []
-    for path in uploaded:  # not in the catalog yet
-        states.setdefault(f"uploads/{path.name}", "indexing" if running else "not indexed yet")
+    for path in uploaded:  # not in the catalog yet (or offline, and not shown)
+        if f"uploads/{path.name}" not in documents.offline:
+            states.setdefault(f"uploads/{path.name}", "indexing" if running else "not indexed yet")
     for doc_id, state in sorted(states.items()):
         download = (
             f" <a href='{file_url(doc_id, workspace_id)}' download class='download'>download</a>"
@@ -200,9 +204,9 @@ def time_ago(then: float, now: float) -> str:
     return "just now"
 
 
-def card_html(listed: Workspace) -> str:
+def card_html(listed: Workspace, *, governs: bool) -> str:
     """A workspace's card: name, sources (its upload folder once something was uploaded),
-    documents, when last opened."""
+    documents (those taken offline only for those who ``governs`` it), when last opened."""
     settings = listed.settings
     sources = sum(
         1
@@ -216,7 +220,7 @@ def card_html(listed: Workspace) -> str:
     )
     facts = (
         f"{counted(sources, 'source')} · "
-        f"{counted(indexed_documents(settings), 'document')} · {opened}"
+        f"{counted(indexed_documents(settings, governs=governs), 'document')} · {opened}"
     )
     return (
         f"<div class='name' data-workspace='{html.escape(listed.id)}'>"
