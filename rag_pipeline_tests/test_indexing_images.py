@@ -4,10 +4,13 @@ tesseract; then found by text, by image and on the chat page."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 
@@ -153,18 +156,24 @@ def test_the_chat_page_shows_found_pictures_and_searches_by_an_uploaded_image(
     with BackgroundServer(pictures_indexed) as server:
         client = Client(server.url + "/", verbose=False)
         try:
-            *_, gallery = client.predict(
+            *_, found = client.predict(
                 "library inventory", "default", [], [], [], [], "", "", api_name="/ask"
             )
             heron = pictures_indexed.watched_folders[0] / "heron.png"
             evidence, similar = client.predict(
                 handle_file(heron), "default", [], [], [], "", "", api_name="/similar_pictures"
             )
+            # Each picture drawn by the picture route (which checks who asks), a citation link.
+            first = re.search(r"<img src='(/api/picture\?[^']+)'", similar["value"])
+            assert first is not None
+            drawn = httpx.get(server.url + html.unescape(first.group(1)), timeout=60)
         finally:
             client.close()
-    assert gallery["visible"] and gallery["value"]  # CLIP's pictures beside the answer
+    assert found["visible"] and "href='#cite:" in found["value"]  # CLIP's, beside the answer
     assert evidence.index("heron.png") < evidence.index("figures.pdf")
-    assert similar["value"][0]["caption"] == "heron.png · p. 1"
+    captions = re.findall(r"<span class='caption'>([^<]+)</span>", similar["value"])
+    assert captions[0] == "heron.png · p. 1"
+    assert drawn.status_code == 200 and drawn.headers["content-type"] == "image/png"
 
 
 @pytest.mark.parametrize("stages", ["home", "fsspec"])

@@ -4,12 +4,15 @@
   deer-flow's local search expects (``Assistant.search_documents``);
 - ``GET /api/preview?chunk_id=…[&page=…]``: the cited page (by default the passage's first) as
   PNG with the passage highlighted (PDF), or the passage in its text as HTML (other formats);
+- ``GET /api/picture?chunk_id=…``: a picture chunk's picture as extracted (PNG);
 - ``GET /api/file?doc_id=…``: the original file, only for an indexed document inside a watched
   folder (``serving.preview.source_file``).
 
 Each takes ``workspace=<id>`` (default: the user's first workspace) and answers only within the
 workspaces the signed-in user may use (``serving.access``). A document or passage taken offline
 is served only to those who may govern its workspace (so they can look before putting it back).
+The chat page shows its pictures of indexed content through these routes, never through
+Gradio's cache (which serves any file in it to anyone signed in, whatever its state).
 
 Ids travel as query parameters: chunk ids hold ``#`` and ``@``, file names anything.
 
@@ -26,6 +29,7 @@ import html
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
@@ -33,7 +37,7 @@ from fastapi.routing import APIRoute
 
 from serving.access import User
 from serving.assistant import Assistant
-from serving.preview import PreviewError, preview, source_file
+from serving.preview import PreviewError, cited_picture, preview, source_file
 from serving.retrieval import QueryError
 from serving.workspaces import NotAllowed, ServedWorkspaces
 
@@ -128,6 +132,18 @@ def api_routes(workspaces: ServedWorkspaces) -> APIRouter:
             f"<h3>{title}</h3>{shown.html}"
         )
 
+    @router.get("/api/picture", response_model=None)
+    def picture(request: Request, chunk_id: str, workspace: WorkspaceId = None) -> Response:
+        assistant, user = asked(request, workspace)
+        governs = user.may_govern(assistant.settings.workspace)
+        try:
+            png = cited_picture(
+                assistant.settings, assistant.catalog, chunk_id, offline_shown=governs
+            )
+        except PreviewError as error:
+            raise HTTPException(status_code=404, detail=str(error)) from error
+        return Response(png, media_type="image/png")
+
     @router.get("/api/file")
     def original_file(request: Request, doc_id: str, workspace: WorkspaceId = None) -> FileResponse:
         assistant, user = asked(request, workspace)
@@ -154,6 +170,24 @@ def api_routes(workspaces: ServedWorkspaces) -> APIRouter:
         )
 
     return router
+
+
+def preview_url(chunk_id: str, workspace_id: str | None, page: int | None = None) -> str:
+    """The route of a passage's page (``page``, by default its first) or picture, its passage
+    marked."""
+    return _route("/api/preview", chunk_id, workspace_id, {"page": page} if page else {})
+
+
+def picture_url(chunk_id: str, workspace_id: str | None) -> str:
+    """The route of a picture chunk's picture."""
+    return _route("/api/picture", chunk_id, workspace_id)
+
+
+def _route(
+    path: str, chunk_id: str, workspace_id: str | None, more: dict[str, int] | None = None
+) -> str:
+    workspace = {"workspace": workspace_id} if workspace_id else {}
+    return f"{path}?{urlencode({'chunk_id': chunk_id, **(more or {}), **workspace})}"
 
 
 def inline_type(file_type: str, path: Path) -> str | None:

@@ -7,7 +7,6 @@ history database.
 
 from __future__ import annotations
 
-import io
 import logging
 import threading
 from collections.abc import Iterator
@@ -29,7 +28,6 @@ from rag_pipeline.store import (
 from serving.answer import Answer, Message, answer, load_answerer
 from serving.citing import quoted_pages
 from serving.history import History
-from serving.preview import PreviewError, picture_file
 from serving.rerank import load_reranker
 from serving.retrieval import (
     Candidate,
@@ -187,19 +185,6 @@ class Assistant:
     ) -> list[Candidate]:
         """The indexed pictures most like ``picture``, best first."""
         return self.retriever.search_by_picture(picture, query_filter, limit=k)
-
-    def picture(self, candidate: Candidate) -> Image | None:
-        """A found picture to show: the stored copy of a picture hit, None for text hits."""
-        from PIL import Image
-
-        if not is_picture(candidate.payload):
-            return None
-        try:
-            stored = picture_file(self.settings, candidate.payload).read_bytes()
-            with Image.open(io.BytesIO(stored)) as opened:
-                return opened.convert("RGB")
-        except (PreviewError, OSError):  # re-indexed or deleted since it was found
-            return None
 
     def search_documents(
         self, query: str, k: int | None = None, *, owner: str

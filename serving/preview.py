@@ -34,8 +34,14 @@ HIGHLIGHT = (1.0, 0.78, 0.0)  # amber, visible on white and on scans
 _CONTEXT_CHARS = 600
 
 
+# What a reader is told of a document or passage archived or rejected: not why, nor by whom.
+DOCUMENT_OFFLINE = "This document was taken offline."
+PASSAGE_OFFLINE = "This passage was taken offline."
+
+
 class PreviewError(LookupError):
-    """Nothing to show for this request (unknown, outdated or not allowed); says which."""
+    """Nothing to show for this request (unknown, outdated, offline or not allowed); says
+    which."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +49,8 @@ class Preview:
     doc_id: str
     chunk_id: str
     page: int | None
-    png: bytes | None  # the rendered page (PDF) or picture (image file, extracted picture)
+    pictured: bool  # shown on a picture: its PDF page, its image file, the picture it is
+    png: bytes | None  # that picture, the passage marked on it, when asked to be drawn
     html: str  # the passage in context (for every format; the caption for PDFs)
 
 
@@ -57,7 +64,7 @@ def source_file(
     if record is None:
         raise PreviewError(f"no indexed document {doc_id!r}")
     if not offline_shown and live and doc_id in catalog.offline(live.name)[0]:
-        raise PreviewError(f"no indexed document {doc_id!r}")  # as if it were not there
+        raise PreviewError(DOCUMENT_OFFLINE)
     try:
         path = record.file_path.resolve(strict=True)
     except (OSError, RuntimeError) as error:
@@ -81,6 +88,27 @@ def cited_chunk(catalog: Catalog, chunk_id: str) -> tuple[list[dict[str, Any]], 
     return found
 
 
+def cited(
+    settings: Settings, catalog: Catalog, chunk_id: str, *, offline_shown: bool = False
+) -> tuple[list[dict[str, Any]], int, DocumentRecord, Path]:
+    """The chunk with the neighbours that may be shown around it, its position among them, and
+    its document's record and file; an offline document or passage only when
+    ``offline_shown``."""
+    rows, position = cited_chunk(catalog, chunk_id)
+    record, path = source_file(
+        settings, catalog, rows[position]["doc_id"], offline_shown=offline_shown
+    )
+    live = catalog.live_collection()
+    if not offline_shown and live:
+        offline = set(catalog.offline(live.name)[1])
+        if chunk_id in offline:
+            raise PreviewError(PASSAGE_OFFLINE)
+        # Its neighbours are shown around it: not one taken offline.
+        rows = [r for i, r in enumerate(rows) if i == position or r["chunk_id"] not in offline]
+        position = next(i for i, r in enumerate(rows) if r["chunk_id"] == chunk_id)
+    return rows, position, record, path
+
+
 def preview(
     settings: Settings,
     catalog: Catalog,
@@ -89,38 +117,45 @@ def preview(
     page: int | None = None,
     dpi: int = 110,
     offline_shown: bool = False,
+    drawn: bool = True,
 ) -> Preview:
-    """The cited page or picture with the passage marked, and the passage in its text; an
-    offline document or passage only when ``offline_shown``.
+    """The cited page or picture with the passage marked (unless not ``drawn``: whether there
+    is one, for a page that fetches it from the preview route), and the passage in its text;
+    an offline document or passage only when ``offline_shown``.
 
     ``page``: which of the passage's pages to show (a citation's, where what it quotes lies);
     by default its first.
     """
-    rows, position = cited_chunk(catalog, chunk_id)
+    rows, position, record, path = cited(settings, catalog, chunk_id, offline_shown=offline_shown)
     row = rows[position]
-    record, path = source_file(settings, catalog, row["doc_id"], offline_shown=offline_shown)
-    live = catalog.live_collection()
-    if not offline_shown and live:
-        offline = set(catalog.offline(live.name)[1])
-        if chunk_id in offline:
-            raise PreviewError(f"{chunk_id!r} is not in the index (the document changed since?)")
-        # Its neighbours are shown around it: not one taken offline.
-        rows = [r for i, r in enumerate(rows) if i == position or r["chunk_id"] not in offline]
-        position = next(i for i, r in enumerate(rows) if r["chunk_id"] == chunk_id)
     context = passage_in_context(rows, position, document_name(record.relative_path, record.title))
     page = passage_page(row, page)
-    boxes = [box for box in row["bboxes"] if box["page"] == page]
-    redactor = Redactor.of(settings)
-    hidden = redacted_boxes(catalog, row["doc_id"], page) if redactor else []
+    on_page = record.file_type == "pdf" and page is not None
+    pictured = on_page or record.file_type == "image" or is_picture(row)
     png: bytes | None = None
-    if record.file_type == "pdf" and page is not None:
-        png = render_page(path, page, boxes, dpi=dpi, redactor=redactor, hidden=hidden)
-    elif record.file_type == "image":
-        # The picture itself needs no frame around all of it; words read in it do.
-        png = render_picture(path, [] if is_picture(row) else boxes, hidden=hidden)
-    elif is_picture(row):
-        png = picture_file(settings, row).read_bytes()
-    return Preview(row["doc_id"], chunk_id, page, png, context)
+    if drawn and pictured:
+        boxes = [box for box in row["bboxes"] if box["page"] == page]
+        redactor = Redactor.of(settings)
+        hidden = redacted_boxes(catalog, row["doc_id"], page) if redactor else []
+        if on_page:
+            png = render_page(path, page, boxes, dpi=dpi, redactor=redactor, hidden=hidden)
+        elif record.file_type == "image":
+            # The picture itself needs no frame around all of it; words read in it do.
+            png = render_picture(path, [] if is_picture(row) else boxes, hidden=hidden)
+        else:
+            png = picture_file(settings, row).read_bytes()
+    return Preview(row["doc_id"], chunk_id, page, pictured, png, context)
+
+
+def cited_picture(
+    settings: Settings, catalog: Catalog, chunk_id: str, *, offline_shown: bool = False
+) -> bytes:
+    """The stored picture of a picture chunk, as extracted (a thumbnail among the pictures an
+    answer found); an offline document or passage only when ``offline_shown``."""
+    rows, position, _, _ = cited(settings, catalog, chunk_id, offline_shown=offline_shown)
+    if not is_picture(rows[position]):
+        raise PreviewError(f"{chunk_id!r} is not a picture")
+    return picture_file(settings, rows[position]).read_bytes()
 
 
 def passage_page(row: dict[str, Any], page: int | None) -> int | None:

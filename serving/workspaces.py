@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rag_pipeline import ids
 from rag_pipeline.availability import AvailabilityError, AvailabilityObserver, set_availability
-from rag_pipeline.catalog import Availability, AvailabilityRecord, Catalog
+from rag_pipeline.catalog import Availability, AvailabilityRecord, Catalog, DocumentRecord
 from rag_pipeline.config import Settings
 from rag_pipeline.ids import DEFAULT_WORKSPACE
 from rag_pipeline.locking import LockTimeout
@@ -59,6 +59,29 @@ class Contents:
     documents: int  # indexed
     uploads: int  # files uploaded into it
     conversations: int  # every user's
+
+
+@dataclass(frozen=True, slots=True)
+class Documents:
+    """A workspace's live documents as one user sees them: those taken offline (archived,
+    rejected) only by those who may govern it, who see them marked, to put them back."""
+
+    records: dict[str, DocumentRecord]  # those shown
+    offline: dict[str, Availability]  # the state of each document taken offline, shown or not
+
+    @classmethod
+    def of(cls, catalog: Catalog, *, governs: bool) -> Documents:
+        offline = {
+            r.doc_id: r.state for r in catalog.availability() if not r.text_hash and r.offline
+        }
+        records = catalog.live_documents()
+        if not governs:
+            records = {doc_id: r for doc_id, r in records.items() if doc_id not in offline}
+        return cls(records, offline)
+
+    @property
+    def indexed(self) -> int:
+        return sum(1 for record in self.records.values() if record.indexed_version)
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,11 +409,11 @@ def _upload_document(settings: Settings, uploaded: Path) -> str:
     return ids.document_id(labels[uploaded.parent], uploaded.name)
 
 
-def indexed_documents(settings: Settings) -> int:
-    """The documents of the workspace's live collection that are indexed."""
+def indexed_documents(settings: Settings, *, governs: bool = True) -> int:
+    """The documents of the workspace's live collection that are indexed (those taken offline
+    counted only for those who may govern it)."""
     with Catalog(settings) as catalog:
-        records = catalog.live_documents().values()
-        return sum(1 for record in records if record.indexed_version)
+        return Documents.of(catalog, governs=governs).indexed
 
 
 def safe_file_name(name: str) -> str:

@@ -42,14 +42,14 @@ def test_the_gradio_client_gets_a_streamed_cited_answer(served: str) -> None:
             "When do owls hunt?", "default", [], [], [], [], "", "", api_name="/ask"
         )
         states = list(job)
-        chat, _, _, evidence, gallery = job.result()
+        chat, _, _, evidence, pictures = job.result()
     finally:
         client.close()
     answer = chat[-1]["content"]
     answer_text = answer if isinstance(answer, str) else "".join(p.get("text", "") for p in answer)
     assert "Owls hunt at night" in answer_text and "#cite:" in answer_text
     assert "guide.md" in evidence and "class='citation'" in evidence
-    assert gallery["visible"] is False  # no pictures indexed
+    assert pictures["visible"] is False  # no pictures indexed
     assert len(states) >= 1
 
 
@@ -86,6 +86,8 @@ def test_the_search_api_answers_over_http(served: str) -> None:
     documents = response.json()
     assert documents[0]["id"] == "docs/rivers.txt"
     assert {"id", "title", "url", "chunks", "extra"} <= documents[0].keys()
+    # The original file's route, in the workspace searched (as the README shows it).
+    assert documents[0]["url"] == "/api/file?doc_id=docs/rivers.txt&workspace=default"
     assert httpx.get(f"{served}/api/search", params={"q": " "}).status_code == 400
 
 
@@ -129,8 +131,11 @@ def test_in_a_browser_a_cited_answer_opens_its_highlighted_page(
     citation.click()
     image = page.locator("#preview-image img")
     image.wait_for(timeout=30_000)
+    drawn = image.get_attribute("src") or ""
+    assert drawn.startswith("/api/preview?chunk_id=")  # drawn by the route, not Gradio's cache
+    assert page.locator("#preview-image a").get_attribute("href") == drawn  # opens it alone
     with httpx.Client(base_url=served) as http:
-        png = http.get(image.get_attribute("src") or "").content
+        png = http.get(drawn).content
     assert _has_highlight(Image.open(io.BytesIO(png)).convert("RGB"))
     assert "page" in page.locator("#preview-text").inner_text()
     assert page.locator("#original-file").get_attribute("href").startswith("/api/file")

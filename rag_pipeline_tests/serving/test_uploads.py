@@ -195,6 +195,8 @@ def test_in_a_browser_a_mixed_upload_indexes_its_good_file_and_leaves_no_copy_be
     note, program = tmp_path / f"pelicans-{tag}.md", tmp_path / f"run-{tag}.exe"
     note.write_text(PELICANS, "utf-8")
     program.write_bytes(b"MZ")
+    broken = tmp_path / f"broken-{tag}.pdf"
+    broken.write_bytes(b"%PDF-1.4\ngarbage not a pdf")  # PyMuPDF's refusal names its path
     big, huge = tmp_path / f"big-{tag}.md", tmp_path / "huge.md"
     big.write_text("# Big\n\n" + "word " * 5_000, "utf-8")  # 25 KB: over the limit
     huge.write_text("# Huge\n\n" + "word " * 20_000, "utf-8")  # 100 KB: over the hard cap
@@ -207,7 +209,8 @@ def test_in_a_browser_a_mixed_upload_indexes_its_good_file_and_leaves_no_copy_be
     error.wait_for(timeout=30_000)  # Gradio's own check, four times serving.max_upload_mb
     assert "exceed the maximum allowed size of 81.9 Kb" in error.inner_text()
 
-    page.locator("#upload input[type=file]").set_input_files([str(note), str(program), str(big)])
+    sent = [str(note), str(program), str(big), str(broken)]
+    page.locator("#upload input[type=file]").set_input_files(sent)
     outcomes = page.locator("#upload-outcomes")
     expect(outcomes.locator(f"[data-upload='run-{tag}.exe']")).to_have_text(
         f"run-{tag}.exe refused: not a kind of document this index reads", timeout=30_000
@@ -218,11 +221,15 @@ def test_in_a_browser_a_mixed_upload_indexes_its_good_file_and_leaves_no_copy_be
     received = outcomes.locator(f"[data-upload='{note.name}']")
     expect(received).to_have_text(f"{note.name} received, indexing…")
     expect(received).to_have_text(f"{note.name} searchable", timeout=300_000)
+    failed = outcomes.locator(f"[data-upload='{broken.name}']")
+    expect(failed).to_contain_text(f"{broken.name} failed: not a readable PDF (")
+    # The reason, without the server's paths (the home's, the upload folder's).
+    assert "/" not in failed.inner_text() and str(home) not in page.content()
     expect(page.locator("#workspace-status")).to_have_text("1 document indexed")
     state = page.locator(f"#sources [data-doc='uploads/{note.name}']")
     expect(state).to_contain_text("indexed")
     assert state.locator("a.download").get_attribute("href").startswith("/api/file?")
-    assert [path.name for path in (home / "uploads").iterdir()] == [note.name]
+    assert sorted(path.name for path in (home / "uploads").iterdir()) == [broken.name, note.name]
     assert (home / "uploads" / note.name).read_text("utf-8") == PELICANS
     assert list(Path(get_upload_folder()).glob(f"*/*{tag}*")) == []  # Gradio's copies
     assert list((home / "serving" / "incoming").iterdir()) == []
@@ -232,3 +239,16 @@ def test_in_a_browser_a_mixed_upload_indexes_its_good_file_and_leaves_no_copy_be
     question.press("Enter")
     page.locator("#evidence a.citation").first.wait_for(timeout=60_000)
     assert note.name in page.locator("#evidence").inner_text()
+
+
+def test_an_upload_the_page_never_used_leaves_gradios_folder_once_old(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Looked at every second, gone at a second old (the page: every hour, at an hour old).
+    monkeypatch.setattr("serving.page.layout.CACHE_CLEANUP_SECONDS", (1, 1))
+    tag = uuid.uuid4().hex[:8]  # a name no other upload shares: Gradio's folder is everyone's
+    with BackgroundServer(load_settings(tmp_path / "home")) as server:
+        files = {"files": (f"stray-{tag}.txt", b"never indexed", "text/plain")}
+        (kept,) = httpx.post(server.url + "/gradio_api/upload", files=files, timeout=30).json()
+        assert Path(kept).is_file()
+        within(30, "the stray upload removed", lambda: not Path(kept).exists())

@@ -4,22 +4,25 @@ an image, the kept conversations and query traces, and the preview of a cited pa
 from __future__ import annotations
 
 import html
-import io
 from collections.abc import Iterator
 from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import gradio as gr
 
 from rag_pipeline.availability import AvailabilityError
+from rag_pipeline.store import is_picture
 from rag_pipeline.store.schema import QueryFilter
 from serving.answer import Answer
+from serving.api import picture_url, preview_url
 from serving.assistant import Assistant, Source, cited_sources, file_url
 from serving.page.governance import offered
 from serving.page.handlers import Handlers
 from serving.page.render import (
+    CITE_PREFIX,
     cite_target,
     cited_passage,
     evidence_html,
@@ -70,7 +73,7 @@ class Chat(Handlers):
         assistant, owner = self.serving(request, workspace_id)
         text = (text or "").strip()
         if not text:
-            yield history, "", conversation_id, *[gr.skip()] * 5
+            yield history, "", conversation_id, *[gr.skip()] * 4
             return
         try:
             query_filter = _query_filter(doc_ids, types, langs, since, until)
@@ -81,7 +84,7 @@ class Chat(Handlers):
         try:
             for opened, final in assistant.ask(text, conversation_id, query_filter, owner=owner):
                 shown = [*history, {"role": "assistant", "content": linked(final)}]
-                yield shown, "", opened, *[gr.skip()] * 5
+                yield shown, "", opened, *[gr.skip()] * 4
         except QueryError as error:
             raise gr.Error(str(error)) from error
         sources = cited_sources(final)
@@ -91,7 +94,7 @@ class Chat(Handlers):
             opened,
             conversation_choices(assistant, owner, opened),
             evidence_html(sources, workspace_id),
-            *_gallery(assistant, [*final.passages, *final.pictures]),
+            pictures_html([*final.passages, *final.pictures], workspace_id),
             _first_chunk(sources),
         )
 
@@ -106,7 +109,7 @@ class Chat(Handlers):
         until: str | None,
         request: gr.Request,
     ) -> tuple[Any, ...]:
-        """The pictures like ``picture`` as evidence and in the gallery, and the first to
+        """The pictures like ``picture`` as evidence and among the pictures, and the first to
         preview; a search refused is said in a warning, what was shown left as it was."""
         assistant, _ = self.serving(request, workspace_id)
         try:
@@ -116,12 +119,12 @@ class Chat(Handlers):
             found = assistant.search_pictures(picture, chosen)
         except ValueError as error:  # a QueryError is one too
             gr.Warning(str(error))
-            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            return gr.skip(), gr.skip(), gr.skip()
         if not found:
             gr.Info("No indexed picture is like it.")
         sources = [Source.of(n, candidate).as_dict() for n, candidate in enumerate(found, 1)]
         evidence = evidence_html(sources, workspace_id)
-        return evidence, *_gallery(assistant, found), _first_chunk(sources)
+        return evidence, pictures_html(found, workspace_id), _first_chunk(sources)
 
     def open_conversation(
         self, conversation_id: str | None, workspace_id: str | None, request: gr.Request
@@ -152,15 +155,6 @@ class Chat(Handlers):
         """The preview of the passage chosen by the event before (none: the preview empty)."""
         return self.show_chunk(request, workspace_id, chunk_id)
 
-    def show_picture(
-        self,
-        chunk_ids: list[str],
-        workspace_id: str | None,
-        event: gr.SelectData,
-        request: gr.Request,
-    ) -> tuple[Any, ...]:
-        return self.show_chunk(request, workspace_id, chunk_ids[event.index])
-
     def show_chunk(
         self, request: gr.Request, workspace_id: str | None, target: str | None
     ) -> tuple[Any, ...]:
@@ -170,7 +164,7 @@ class Chat(Handlers):
         ``target``: a chunk id, or a citation's target, which names the page to show too.
         """
         if not target:
-            return gr.Image(value=None, visible=False), "", None, *offered(None)
+            return gr.HTML("", visible=False), "", None, *offered(None)
         chunk_id, page = cited_passage(target)
         assistant, _ = self.serving(request, workspace_id)
         user = self.signed_in(request)
@@ -186,7 +180,7 @@ class Chat(Handlers):
 def new_conversation() -> tuple[Any, ...]:
     """A fresh chat: no messages, no conversation chosen, no evidence, no pictures, nothing
     to preview."""
-    return [], None, "", None, gr.Dropdown(value=None), gr.Gallery(value=None, visible=False)
+    return [], None, "", None, gr.Dropdown(value=None), pictures_html([], None)
 
 
 def reopened(
@@ -231,20 +225,35 @@ def _previewed(
     page: int | None,
     may_govern: bool,
 ) -> tuple[Any, str]:
+    """The passage's page or picture, as a picture the preview route draws (the browser fetches
+    it as the signed-in user, refused once the passage is offline to them), and its caption and
+    text; an offline passage's note instead."""
     try:
         shown = preview(
-            assistant.settings, assistant.catalog, chunk_id, page=page, offline_shown=may_govern
+            assistant.settings,
+            assistant.catalog,
+            chunk_id,
+            page=page,
+            offline_shown=may_govern,
+            drawn=False,
         )
     except PreviewError as error:
-        return gr.Image(value=None, visible=False), f"<p>{html.escape(str(error))}</p>"
+        return gr.HTML("", visible=False), f"<p>{html.escape(str(error))}</p>"
     link = file_url(shown.doc_id, workspace_id)
     where = f", page {shown.page}" if shown.page else ""
     caption = (
         f"<p><b>{html.escape(shown.doc_id)}</b>{where} · "
         f"<a href='{link}' target='_blank' id='original-file'>open the original</a></p>"
     )
-    image = gr.Image(value=_image(shown.png), visible=True) if shown.png else None
-    return image or gr.Image(value=None, visible=False), caption + shown.html
+    if not shown.pictured:
+        return gr.HTML("", visible=False), caption + shown.html
+    drawn = html.escape(preview_url(chunk_id, workspace_id, shown.page))
+    title = html.escape(f"{shown.doc_id}{where}")
+    picture = (
+        f"<a href='{drawn}' target='_blank' title='open it alone'>"
+        f"<img src='{drawn}' alt='{title}'></a>"
+    )
+    return gr.HTML(picture, visible=True), caption + shown.html
 
 
 def _plain(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -258,19 +267,25 @@ def _plain(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return plain
 
 
-def _gallery(assistant: Assistant, found: list[Candidate]) -> tuple[Any, list[str]]:
-    """The pictures among ``found`` as a gallery (hidden when none), and their chunk ids."""
-    items, chunk_ids = [], []
+def pictures_html(found: list[Candidate], workspace_id: str | None) -> Any:
+    """The pictures among ``found`` (hidden when none), each drawn by the picture route and a
+    link to its preview, as a citation is."""
+    shown: dict[str, str] = {}
     for candidate in found:
-        if candidate.payload.get("chunk_id") in chunk_ids:
-            continue
-        picture = assistant.picture(candidate)
-        if picture is not None:
-            payload = candidate.payload
+        payload = candidate.payload
+        chunk_id = payload.get("chunk_id", "")
+        if is_picture(payload) and chunk_id not in shown:
             page = f" · p. {payload['page']}" if payload.get("page") else ""
-            items.append((picture, f"{Path(payload.get('file_path', '')).name}{page}"))
-            chunk_ids.append(payload.get("chunk_id", ""))
-    return gr.Gallery(value=items or None, visible=bool(items)), chunk_ids
+            caption = html.escape(f"{Path(payload.get('file_path', '')).name}{page}")
+            shown[chunk_id] = (
+                f"<a href='{CITE_PREFIX}{quote(chunk_id, safe='')}' class='picture'>"
+                f"<img src='{html.escape(picture_url(chunk_id, workspace_id))}' alt='{caption}'>"
+                f"<span class='caption'>{caption}</span></a>"
+            )
+    if not shown:
+        return gr.HTML("", visible=False)
+    listed = "".join(shown.values())
+    return gr.HTML(f"<p><b>Pictures</b></p><div class='pictures'>{listed}</div>", visible=True)
 
 
 def _query_filter(
@@ -297,9 +312,3 @@ def _date(value: str | None, label: str, *, end_of_day: bool = False) -> float |
     except ValueError as error:
         raise ValueError(f"{label}: write the date as YYYY-MM-DD, e.g. 2025-03-31") from error
     return day.timestamp() + (86_399.999 if end_of_day else 0.0)
-
-
-def _image(png: bytes) -> Any:
-    from PIL import Image
-
-    return Image.open(io.BytesIO(png))

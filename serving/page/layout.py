@@ -29,7 +29,14 @@ PAGE_CSS = """
 /* Gradio's footer ends on a separator when it shows one link alone (Use via API). */
 footer > .divider:last-child { display: none; }
 .signed-in form { display: inline; margin-left: 0.6em; }
+.preview-image img { max-width: 100%; border: 1px solid var(--border-color-primary); }
+.pictures { display: flex; flex-wrap: wrap; gap: 0.5em; }
+.pictures a { display: flex; flex-direction: column; width: 9em; font-size: 0.85em; }
+.pictures img { max-height: 8em; object-fit: contain; }
 """
+# Gradio's cache (its uploads, what its components were handed) is emptied of files older
+# than an hour, every hour: an upload the page never used (a script's POST) goes too.
+CACHE_CLEANUP_SECONDS = (3600, 3600)  # how often, and from what age
 
 
 def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
@@ -37,7 +44,7 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
     uploading = Uploads(workspaces)
     cards = WorkspaceCards(workspaces, uploading)
 
-    with gr.Blocks(title="rag-pipeline") as page:
+    with gr.Blocks(title="rag-pipeline", delete_cache=CACHE_CLEANUP_SECONDS) as page:
         conversation = gr.State(None)  # the open conversation's id
         resumed = gr.State(None)  # the conversation the page's address names, to reopen
         signed_in = gr.HTML("", elem_id="signed-in")

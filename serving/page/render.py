@@ -8,6 +8,7 @@ import html
 import re
 import time
 from collections.abc import Iterable, Mapping
+from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
@@ -17,12 +18,17 @@ from rag_pipeline.workspaces import Workspace
 from serving.access import SIGN_OUT, User
 from serving.answer import Answer
 from serving.assistant import cited_sources, file_url
-from serving.workspaces import Contents, indexed_documents
+from serving.workspaces import Contents, Documents, indexed_documents
 
 CITE_PREFIX = "#cite:"
 _MARKER = re.compile(r"\[(\d+)\]")
 # A citation's target: its chunk id (which ends in "#<index>"), then the page to show, if any.
 _TARGET = re.compile(r"(.+#\d+)&page=(\d+)", re.DOTALL)
+# An absolute path: in quotes (spaces and all), or at the start or after a space, bracket or
+# ``=``, up to the next one.
+_PATH = re.compile(
+    r"(?P<quote>['\"])(?P<quoted>/[^'\"]+)(?P=quote)|(?<![^\s(\[=])/[^\s'\"()\[\],;]+"
+)
 
 
 def cite_target(source: dict[str, Any]) -> str:
@@ -96,13 +102,14 @@ def _pages(source: dict[str, Any]) -> str:
 
 def sources_html(
     settings: Settings,
-    records: Mapping[str, DocumentRecord],
+    documents: Documents,
     workspace_id: str | None,
     *,
     running: bool,
 ) -> str:
-    """The workspace's folders and each document's state (``records``: the live collection's;
-    indexing, indexed, or failed and why), with a download of each original."""
+    """The workspace's folders and each document's state as the user sees them (indexing,
+    indexed, taken offline, or failed and why), with a download of each original."""
+    records = documents.records
     parts = ["<div class='evidence'>"]
     for folder in settings.watched_folders:
         name = "uploads" if folder == settings.upload_folder else folder.name
@@ -112,12 +119,15 @@ def sources_html(
     states = {
         doc_id: f"indexed, {counted(record.chunks, 'chunk')}"
         if record.state == "indexed"
-        else f"failed: {record.error or 'unknown reason'}"
+        else failure(record)
         for doc_id, record in records.items()
     }
+    for doc_id in states.keys() & documents.offline.keys():  # shown to a governor
+        states[doc_id] = f"{documents.offline[doc_id]}: out of search, {states[doc_id]}"
     uploaded = settings.upload_folder.iterdir() if settings.upload_folder.is_dir() else []
-    for path in uploaded:  # not in the catalog yet
-        states.setdefault(f"uploads/{path.name}", "indexing" if running else "not indexed yet")
+    for path in uploaded:  # not in the catalog yet (or offline, and not shown)
+        if f"uploads/{path.name}" not in documents.offline:
+            states.setdefault(f"uploads/{path.name}", "indexing" if running else "not indexed yet")
     for doc_id, state in sorted(states.items()):
         download = (
             f" <a href='{file_url(doc_id, workspace_id)}' download class='download'>download</a>"
@@ -158,13 +168,26 @@ def uploads_html(
         elif record.state == "indexed":
             state = "searchable"
         else:
-            state = f"failed: {record.error or 'unknown reason'}"
+            state = failure(record)
         parts.append(
             f"<div class='cite' data-upload='{html.escape(sent['name'])}'>"
             f"{html.escape(sent['name'])} <span class='where'>{html.escape(state)}</span></div>"
         )
     parts.append("</div>")
     return "\n".join(parts)
+
+
+def failure(record: DocumentRecord) -> str:
+    """Why a document failed, without the server's paths a parser's message may name (its
+    file's name kept): the operator's ``status`` and log hold them."""
+    reason = _PATH.sub(_file_name, record.error or "")
+    return f"failed: {reason or 'unknown reason'}"
+
+
+def _file_name(path: re.Match[str]) -> str:
+    if path["quoted"]:
+        return f"{path['quote']}{PurePosixPath(path['quoted']).name}{path['quote']}"
+    return PurePosixPath(path.group()).name
 
 
 def indexed_status(records: Iterable[DocumentRecord]) -> str:
@@ -197,9 +220,9 @@ def time_ago(then: float, now: float) -> str:
     return "just now"
 
 
-def card_html(listed: Workspace) -> str:
+def card_html(listed: Workspace, *, governs: bool) -> str:
     """A workspace's card: name, sources (its upload folder once something was uploaded),
-    documents, when last opened."""
+    documents (those taken offline only for those who ``governs`` it), when last opened."""
     settings = listed.settings
     sources = sum(
         1
@@ -213,7 +236,7 @@ def card_html(listed: Workspace) -> str:
     )
     facts = (
         f"{counted(sources, 'source')} · "
-        f"{counted(indexed_documents(settings), 'document')} · {opened}"
+        f"{counted(indexed_documents(settings, governs=governs), 'document')} · {opened}"
     )
     return (
         f"<div class='name' data-workspace='{html.escape(listed.id)}'>"

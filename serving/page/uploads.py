@@ -14,7 +14,7 @@ from rag_pipeline.stages import StageFiles
 from serving.assistant import Assistant
 from serving.page.handlers import Handlers
 from serving.page.render import counted, indexed_status, sources_html, uploads_html
-from serving.workspaces import NotAllowed, Upload
+from serving.workspaces import Documents, NotAllowed, Upload
 
 
 class Uploads(Handlers):
@@ -49,8 +49,8 @@ class Uploads(Handlers):
     def show_sources(self, workspace_id: str | None, request: gr.Request) -> tuple[str, Any]:
         """The sources' states, and the progress timer on while the workspace indexes."""
         assistant, running = self._refreshed(workspace_id, request)
-        records = assistant.catalog.live_documents()
-        sources = sources_html(assistant.settings, records, workspace_id, running=running)
+        documents = self._documents(assistant, request)
+        sources = sources_html(assistant.settings, documents, workspace_id, running=running)
         return sources, gr.Timer(active=running)
 
     def progress(
@@ -59,15 +59,20 @@ class Uploads(Handlers):
         """The sources and the timer, what became of each file of the last upload, and the
         count of documents indexed."""
         assistant, running = self._refreshed(workspace_id, request)
-        records = assistant.catalog.live_documents()  # read once for the three views
+        documents = self._documents(assistant, request)  # read once for the three views
         stages = StageFiles(assistant.settings.stage_root)
         parsed = {sent["doc_id"] for sent in batch if sent["doc_id"] and _parsed(stages, sent)}
         return (
-            sources_html(assistant.settings, records, workspace_id, running=running),
+            sources_html(assistant.settings, documents, workspace_id, running=running),
             gr.Timer(active=running),
-            uploads_html(batch, records, parsed, running=running),
-            indexed_status(records.values()),
+            uploads_html(batch, documents.records, parsed, running=running),
+            indexed_status(documents.records.values()),
         )
+
+    def _documents(self, assistant: Assistant, request: gr.Request) -> Documents:
+        """The workspace's documents as the signed-in user sees them."""
+        governs = self.signed_in(request).may_govern(assistant.settings.workspace)
+        return Documents.of(assistant.catalog, governs=governs)
 
     def _refreshed(self, workspace_id: str | None, request: gr.Request) -> tuple[Assistant, bool]:
         """The workspace's assistant on its newest index, and whether an indexing run the page

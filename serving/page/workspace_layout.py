@@ -27,8 +27,8 @@ LANGUAGES = ["en", "zh", "ja", "ko", "fr", "de", "es", "it", "pt", "nl", "ru", "
 # Gradio's Share button posts a picture to Hugging Face Spaces, and fails anywhere else.
 PICTURE_BUTTONS = ["download", "fullscreen"]
 
-# One listener for every citation link on the page (in answers and in the evidence list): it
-# sends the cited chunk id to Python instead of following the link.
+# One listener for every citation link on the page (in answers, in the evidence list, a picture
+# found): it sends the cited chunk id to Python instead of following the link.
 _CITATION_CLICKS = f"""
 document.addEventListener('click', (event) => {{
   const link = event.target.closest('a[href^="{CITE_PREFIX}"]');
@@ -74,13 +74,12 @@ class Answers:
     chat: gr.Chatbot
     question: gr.Textbox
     evidence: gr.HTML  # the cited passages, listed by file
-    gallery: gr.Gallery  # the pictures among the passages
-    shown_pictures: gr.State  # chunk id of each picture in the gallery
+    pictures: gr.HTML  # the pictures among the passages, each a link to its preview
 
 
 @dataclass(frozen=True)
 class Preview:
-    page: gr.Image  # the cited page, its passage highlighted
+    page: gr.HTML  # the cited page or picture, its passage highlighted (from /api/preview)
     text: gr.HTML  # or the passage in its text
     chunk: gr.State  # the chunk id of the passage shown
     governing: GoverningRow
@@ -203,26 +202,14 @@ def _lay_out_answers(settings: Settings) -> Answers:
         elem_id="question",
     )
     evidence = gr.HTML("", js_on_load=_CITATION_CLICKS, elem_id="evidence", elem_classes="evidence")
-    gallery = gr.Gallery(
-        label="Pictures",
-        columns=4,
-        height=240,
-        visible=False,
-        buttons=[*PICTURE_BUTTONS, "download_all"],
-        elem_id="pictures",
-    )
-    return Answers(chat, question, evidence, gallery, shown_pictures=gr.State([]))
+    # Drawn by the picture route, never from Gradio's cache: see serving.api.
+    pictures = gr.HTML("", visible=False, elem_id="pictures")
+    return Answers(chat, question, evidence, pictures)
 
 
 def _lay_out_preview() -> Preview:
-    page = gr.Image(
-        label="Cited page",
-        type="pil",
-        format="png",
-        visible=False,
-        buttons=PICTURE_BUTTONS,
-        elem_id="preview-image",
-    )
+    # Drawn by the preview route, never from Gradio's cache: see serving.api.
+    page = gr.HTML("", visible=False, elem_id="preview-image", elem_classes="preview-image")
     text = gr.HTML("", elem_id="preview-text", elem_classes="preview")
     return Preview(page, text, chunk=gr.State(None), governing=lay_out_governing())
 
@@ -299,8 +286,8 @@ def _wire_searching(
     conversation: gr.State,
     previewing: Callable[[Any], None],
 ) -> None:
-    """A question asked (checked first, in a step without outputs), a picture searched by,
-    and a picture of the gallery chosen."""
+    """A question asked (checked first, in a step without outputs), and a picture searched
+    by (a picture found opens its preview as a citation does)."""
     answers, workspace, filters = opened.answers, opened.workspace, opened.filters.inputs
     asked = answers.question.submit(
         asking.check_question,
@@ -317,8 +304,7 @@ def _wire_searching(
             conversation,
             opened.conversations,
             answers.evidence,
-            answers.gallery,
-            answers.shown_pictures,
+            answers.pictures,
             opened.preview.chunk,
         ],
         api_name="ask",
@@ -328,16 +314,10 @@ def _wire_searching(
         opened.find_similar.click(
             asking.search_by_picture,
             [opened.query_picture, workspace, *filters],
-            [answers.evidence, answers.gallery, answers.shown_pictures, opened.preview.chunk],
+            [answers.evidence, answers.pictures, opened.preview.chunk],
             api_name="similar_pictures",
             show_progress=QUIET,
         )
-    )
-    answers.gallery.select(
-        asking.show_picture,
-        [answers.shown_pictures, workspace],
-        opened.preview.outputs,
-        api_visibility="private",
     )
 
 
@@ -367,7 +347,7 @@ def _wire_conversations(
                 evidence,
                 shown_chunk,
                 opened.conversations,
-                opened.answers.gallery,
+                opened.answers.pictures,
             ],
             api_visibility="private",
         )

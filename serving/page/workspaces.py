@@ -20,7 +20,7 @@ from serving.page.chat import conversation_choices, reopened
 from serving.page.handlers import Handlers
 from serving.page.render import card_html, deletion_html, indexed_status, signed_in_html
 from serving.page.uploads import Uploads
-from serving.workspaces import NotAllowed, ServedWorkspaces
+from serving.workspaces import Documents, NotAllowed, ServedWorkspaces
 
 SEARCHED_FROM = 9  # cards: from this many on, a search box finds them by name
 # The page's address names the open workspace and conversation (``?workspace=…&conversation=…``):
@@ -83,7 +83,8 @@ class WorkspaceCards(Handlers):
         if assistant is None:
             empty = gr.Dropdown(choices=[])
             return [], None, "", None, empty, empty, gr.CheckboxGroup(choices=[]), "", "", None
-        records = assistant.catalog.live_documents().values()
+        governs = user.may_govern(assistant.settings.workspace)
+        records = Documents.of(assistant.catalog, governs=governs).records.values()
         indexed = sorted(r.doc_id for r in records if r.indexed_version)
         types = sorted({r.file_type for r in records if r.indexed_version})
         chat, conversation, evidence, previewed = reopened(
@@ -174,7 +175,8 @@ class WorkspaceCards(Handlers):
             for card in shown:
                 # Keyed: a click landing while the cards are drawn anew still counts.
                 with gr.Column(elem_classes="card", min_width=240, key=("card", card.id)):
-                    gr.HTML(card_html(card), key=("facts", card.id))
+                    facts = card_html(card, governs=user.may_govern(card.id))
+                    gr.HTML(facts, key=("facts", card.id))
                     gr.Button("Open", size="sm", variant="primary", key=("open", card.id)).click(
                         _opening(card.id),
                         None,
