@@ -17,6 +17,7 @@ from rag_pipeline.config import Settings, load_settings
 from rag_pipeline_tests.conftest import IndexedPlaces
 from rag_pipeline_tests.serving.conftest import serving
 from serving.assistant import Assistant, cited_sources
+from serving.page.chat import _previewed
 from serving.page.render import cited_passage, evidence_html, linked
 from serving.preview import PreviewError, preview
 
@@ -66,6 +67,9 @@ def test_a_sentence_quoted_from_a_passages_second_page_is_cited_and_shown_there(
     box = next(b for b in cited["bboxes"] if b["page"] == 2)
     red, _, blue = image.getpixel((int(box["x1"]) + 1, int(box["y0"]) - 1))  # by its text
     assert shown.page == 2 and red > 230 and blue < 230  # blank paper tinted amber
+    # The page draws it from the preview route, at that page.
+    drawn, _ = _previewed(assistant, None, cited["chunk_id"], 2, may_govern=False)
+    assert "/api/preview?chunk_id=" in drawn.value and "&amp;page=2" in drawn.value
 
 
 def test_a_passage_quoted_on_both_its_pages_is_cited_over_both(assistant: Assistant) -> None:
