@@ -466,3 +466,17 @@ def test_the_sources_count_each_documents_chunks_in_the_singular_or_plural(page:
     for doc, count in counts.items():
         said = "indexed, 1 chunk<" if count == 1 else f"indexed, {count} chunks<"
         assert f"{doc} <span class='where'>{said}" in listed
+
+
+def test_opening_a_workspace_or_a_conversation_or_deleting_one_hides_the_pictures_found(
+    page: Page,
+) -> None:
+    # The pictures an answer found are not kept with its conversation, and may be another
+    # workspace's: each of these events is followed by hiding them.
+    built = build_page(page.workspaces)
+    [pictures] = [b for b in built.blocks.values() if getattr(b, "elem_id", "") == "pictures"]
+    events = list(built.fns.values())
+    for api_name in ("open_workspace", "open", "delete"):
+        [event] = [e for e in events if e.api_name == api_name]
+        followers = [e for e in events if e.trigger_after == event._id]
+        assert any(pictures._id in [o._id for o in e.outputs] for e in followers), api_name

@@ -226,11 +226,14 @@ def wire_workspace(
     picture, the open ``conversation`` and the others, citations, governing and traces."""
     previewing = _previewing(opened, asking)
     previewing(
-        opened.workspace.change(
-            cards.choose_workspace,
-            [opened.workspace, resumed],
-            [*_opening_outputs(opened, conversation), resumed],
-            api_name="open_workspace",
+        _pictures_hidden(
+            opened,
+            opened.workspace.change(
+                cards.choose_workspace,
+                [opened.workspace, resumed],
+                [*_opening_outputs(opened, conversation), resumed],
+                api_name="open_workspace",
+            ),
         )
     )
     _wire_searching(opened, asking, conversation, previewing)
@@ -244,6 +247,19 @@ def wire_workspace(
     opened.refresh_traces.click(
         asking.show_traces, opened.workspace, opened.traces, api_name="traces"
     )
+
+
+def _pictures_hidden(opened: OpenedWorkspace, event: Any) -> Any:
+    """``event``, then the pictures an earlier answer found hidden (they are not kept with a
+    conversation, and may be of another workspace)."""
+    event.then(
+        lambda: gr.HTML("", visible=False),
+        None,
+        opened.answers.pictures,
+        api_visibility="private",
+        show_progress="hidden",
+    )
+    return event
 
 
 def _previewing(opened: OpenedWorkspace, asking: Chat) -> Callable[[Any], None]:
@@ -330,11 +346,14 @@ def _wire_conversations(
     """A conversation reopened, a new one begun, the open one deleted."""
     chat, evidence, shown_chunk = opened.answers.chat, opened.answers.evidence, opened.preview.chunk
     previewing(
-        opened.conversations.input(
-            asking.open_conversation,
-            [opened.conversations, opened.workspace],
-            [chat, conversation, evidence, shown_chunk],
-            api_name="open",
+        _pictures_hidden(
+            opened,
+            opened.conversations.input(
+                asking.open_conversation,
+                [opened.conversations, opened.workspace],
+                [chat, conversation, evidence, shown_chunk],
+                api_name="open",
+            ),
         )
     )
     previewing(
@@ -353,10 +372,13 @@ def _wire_conversations(
         )
     )
     previewing(
-        opened.delete.click(
-            asking.delete_conversation,
-            [conversation, opened.workspace],
-            [chat, conversation, evidence, shown_chunk, opened.conversations],
-            api_name="delete",
+        _pictures_hidden(
+            opened,
+            opened.delete.click(
+                asking.delete_conversation,
+                [conversation, opened.workspace],
+                [chat, conversation, evidence, shown_chunk, opened.conversations],
+                api_name="delete",
+            ),
         )
     )
