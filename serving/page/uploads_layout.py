@@ -60,4 +60,5 @@ def wire_sources(
         [workspace, panel.last_upload],
         progress_outputs,
         api_visibility="private",
+        show_progress="hidden",  # a tick every 2 s: no timer flashing over the sources
     )

@@ -132,7 +132,10 @@ def lay_out_workspace(settings: Settings) -> OpenedWorkspace:
                     delete = gr.Button("Delete", size="sm", variant="stop", elem_id="delete")
                 filters = _lay_out_filters()
                 sources = lay_out_sources()
-                gr.Markdown(_rerank_notice(settings), elem_id="rerank-notice")
+                if settings.rerank.model:  # without one, the fused order needs no notice
+                    gr.Markdown(
+                        f"Passages reranked by {settings.rerank.model}.", elem_id="rerank-notice"
+                    )
                 query_picture, find_similar = _lay_out_picture_search(settings)
             with gr.Column(scale=3):
                 answers = _lay_out_answers(settings)
@@ -169,12 +172,6 @@ def _lay_out_filters() -> Filters:
             after=gr.Textbox(label="Modified after (YYYY-MM-DD)"),
             before=gr.Textbox(label="Modified before (YYYY-MM-DD)"),
         )
-
-
-def _rerank_notice(settings: Settings) -> str:
-    if settings.rerank.model:
-        return f"Passages reranked by {settings.rerank.model}."
-    return "No reranker configured: passages stay in the fused order of dense and keyword search."
 
 
 def _lay_out_picture_search(settings: Settings) -> tuple[gr.Image, gr.Button]:
