@@ -14,6 +14,7 @@ import pytest
 from gradio.utils import get_upload_folder
 from PIL import Image
 
+from rag_pipeline.catalog import Catalog
 from rag_pipeline.cli import main
 from rag_pipeline.config import load_settings
 from rag_pipeline.workspaces import find_workspace
@@ -26,10 +27,10 @@ from serving.page import gr
 from serving.page.chat import Chat
 from serving.page.governance import ACTIONS, Governance
 from serving.page.layout import build_page
-from serving.page.render import card_html, time_ago
+from serving.page.render import card_html, sources_html, time_ago
 from serving.page.uploads import Uploads
 from serving.page.workspaces import SEARCHED_FROM, HomeParts, WorkspaceCards
-from serving.workspaces import ServedWorkspaces
+from serving.workspaces import Documents, ServedWorkspaces
 
 NO_FILTERS = ([], [], [], "", "")  # documents, file types, languages, after, before
 
@@ -480,3 +481,19 @@ def test_opening_a_workspace_or_a_conversation_or_deleting_one_hides_the_picture
         [event] = [e for e in events if e.api_name == api_name]
         followers = [e for e in events if e.trigger_after == event._id]
         assert any(pictures._id in [o._id for o in e.outputs] for e in followers), api_name
+
+
+def test_the_sources_list_each_folders_documents_under_its_name(tmp_path: Path) -> None:
+    folders = {name: tmp_path / name for name in ("notes", "papers")}
+    for name, folder in folders.items():
+        folder.mkdir()
+        (folder / f"{name}-1.md").write_text(f"# {name}\n\nAbout {name}.\n", encoding="utf-8")
+    home = tmp_path / "home"
+    sources = [arg for folder in folders.values() for arg in ("--source", str(folder))]
+    assert main(["index", "--home", str(home), *sources]) == 0
+    settings = load_settings(home)
+    with Catalog(settings) as catalog:
+        listed = sources_html(settings, Documents.of(catalog, governs=False), None, running=False)
+    headings = [listed.index(f"<div class='file'>{name}</div>") for name in folders]
+    rows = [listed.index(f"data-doc='{name}/{name}-1.md'") for name in folders]
+    assert headings[0] < rows[0] < headings[1] < rows[1]

@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 from rag_pipeline.catalog import DocumentRecord
 from rag_pipeline.config import Settings
+from rag_pipeline.manifest import source_labels
 from rag_pipeline.workspaces import Workspace
 from serving.access import SIGN_OUT, User
 from serving.answer import Answer
@@ -110,12 +111,8 @@ def sources_html(
     """The workspace's folders and each document's state as the user sees them (indexing,
     indexed, taken offline, or failed and why), with a download of each original."""
     records = documents.records
-    parts = ["<div class='evidence'>"]
-    for folder in settings.watched_folders:
-        name = "uploads" if folder == settings.upload_folder else folder.name
-        parts.append(f"<div class='file'>{html.escape(name)}</div>")
-    if running:
-        parts.append("<p><i>indexing…</i></p>")
+    labels = source_labels(settings.watched_folders)  # a document id starts with its label
+    uploads = next((label for label, f in labels.items() if f == settings.upload_folder), None)
     states = {
         doc_id: f"indexed, {counted(record.chunks, 'chunk')}"
         if record.state == "indexed"
@@ -124,20 +121,31 @@ def sources_html(
     }
     for doc_id in states.keys() & documents.offline.keys():  # shown to a governor
         states[doc_id] = f"{documents.offline[doc_id]}: out of search, {states[doc_id]}"
-    uploaded = settings.upload_folder.iterdir() if settings.upload_folder.is_dir() else []
+    folder = settings.upload_folder
+    uploaded = folder.iterdir() if uploads and folder.is_dir() else []
     for path in uploaded:  # not in the catalog yet (or offline, and not shown)
-        if f"uploads/{path.name}" not in documents.offline:
-            states.setdefault(f"uploads/{path.name}", "indexing" if running else "not indexed yet")
+        if (doc_id := f"{uploads}/{path.name}") not in documents.offline:
+            states.setdefault(doc_id, "indexing" if running else "not indexed yet")
+    # Each folder's documents under its name; a folder no longer watched keeps its label.
+    listed: dict[str, list[str]] = {label: [] for label in labels}
     for doc_id, state in sorted(states.items()):
         download = (
             f" <a href='{file_url(doc_id, workspace_id)}' download class='download'>download</a>"
             if doc_id in records
             else ""
         )
-        parts.append(
+        listed.setdefault(doc_id.split("/", 1)[0], []).append(
             f"<div class='cite' data-doc='{html.escape(doc_id)}'>{html.escape(doc_id)} "
             f"<span class='where'>{html.escape(state)}</span>{download}</div>"
         )
+    parts = ["<div class='evidence'>"]
+    if running:
+        parts.append("<p><i>indexing…</i></p>")
+    for label, rows in listed.items():
+        folder = labels.get(label)
+        name = "uploads" if label == uploads else folder.name if folder else label
+        parts.append(f"<div class='file'>{html.escape(name)}</div>")
+        parts.extend(rows or ["<p><i>no documents</i></p>"])
     parts.append("</div>")
     return "\n".join(parts)
 
