@@ -23,7 +23,8 @@ from rag_pipeline_tests.conftest import open_workspace
 from rag_pipeline_tests.processes import processes_of, within
 from serving.access import LOCAL_USER, User
 from serving.server import BackgroundServer
-from serving.workspaces import PARTIAL_SUFFIX, NotAllowed, ServedWorkspaces
+from serving.uploads import PARTIAL_SUFFIX
+from serving.workspaces import NotAllowed, ServedWorkspaces
 
 PELICANS = "# Pelicans\n\nPelicans scoop fish into their throat pouch.\n"
 

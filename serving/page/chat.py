@@ -19,6 +19,7 @@ from rag_pipeline.store.schema import QueryFilter
 from serving.answer import Answer
 from serving.api import picture_url, preview_url
 from serving.assistant import Assistant, Source, cited_sources, file_url
+from serving.governance import Standing
 from serving.page.governance import offered
 from serving.page.handlers import Handlers
 from serving.page.render import (
@@ -31,7 +32,6 @@ from serving.page.render import (
 )
 from serving.preview import PreviewError, preview
 from serving.retrieval import Candidate, QueryError
-from serving.workspaces import Standing
 
 
 class Chat(Handlers):

@@ -11,8 +11,9 @@ import gradio as gr
 
 from rag_pipeline.availability import AvailabilityError
 from rag_pipeline.catalog import Availability
+from serving.governance import Standing
 from serving.page.handlers import Handlers
-from serving.workspaces import NotAllowed, Standing
+from serving.workspaces import NotAllowed
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,8 @@ from rag_pipeline.stages import StageFiles
 from serving.assistant import Assistant
 from serving.page.handlers import Handlers
 from serving.page.render import counted, indexed_status, sources_html, uploads_html
-from serving.workspaces import Documents, NotAllowed, Upload
+from serving.uploads import Upload
+from serving.workspaces import Documents, NotAllowed
 
 
 class Uploads(Handlers):
