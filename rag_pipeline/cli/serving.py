@@ -109,6 +109,11 @@ def watch_command(args: argparse.Namespace) -> int:
     return 0
 
 
+# How long Dagster's processes have to end once `ui` is told to stop, before they are killed:
+# the whole UI is gone within 10 s.
+UI_STOP_SECONDS = 8
+
+
 def ui_command(args: argparse.Namespace) -> int:
     import signal
     import threading
@@ -154,5 +159,7 @@ def ui_command(args: argparse.Namespace) -> int:
     finally:
         ended_by_itself = dagster.poll() is not None
         if not ended_by_itself:
-            stop_process_group(dagster)
+            # Killed after that: a webserver with a browser's connection open can wait for it
+            # indefinitely, and what a kill interrupts, the next run takes up.
+            stop_process_group(dagster, timeout_seconds=UI_STOP_SECONDS)
     return dagster.returncode if ended_by_itself and dagster.returncode else 0

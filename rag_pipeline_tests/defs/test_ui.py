@@ -59,6 +59,6 @@ def test_ui_indexes_a_dropped_file_as_it_settles_shows_it_in_dagster_and_stops_w
             assert processes_of(home), "the UI's processes carry the home"
         finally:
             ui.send_signal(signal.SIGTERM)
-            code = ui.wait(timeout=90)
+            code = ui.wait(timeout=10)
     assert code == 0, (tmp_path / "ui.log").read_text(errors="replace")[-3000:]
     within(10, "every process of the UI gone", lambda: not processes_of(home))
