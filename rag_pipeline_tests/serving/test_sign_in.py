@@ -77,6 +77,31 @@ def test_after_five_wrong_passwords_each_try_waits_a_doubling_delay() -> None:
     assert throttle.failed(keys) == 0.0  # a right password starts the count again
 
 
+def test_an_hour_without_a_wrong_password_starts_a_keys_count_again() -> None:
+    now = [0.0]
+    throttle = Throttle(free=5, delay=1.0, cap=4.0, clock=lambda: now[0], forget_after=3600.0)
+    keys = ["client:10.0.0.1"]
+    assert [throttle.failed(keys) for _ in range(6)] == [0.0] * 4 + [1.0, 2.0]
+    now[0] = 2.0 + 3000.0  # within the hour after its wait: still counted
+    assert throttle.failed(keys) == 4.0
+    now[0] += 4.0 + 3601.0
+    assert throttle.failed(keys) == 0.0
+
+
+def test_a_right_password_does_not_clear_its_addresses_count_of_guesses_at_other_names(
+    tmp_path: Path,
+) -> None:
+    add_user(tmp_path, "gus", "gus-password", ["*"])
+    authenticator = Authenticator(tmp_path)
+    office = "10.0.0.3"  # a guesser with an account of their own, spraying other names
+    assert authenticator.password_user("gus", "gus-password", office) is not None
+    for n in range(5):
+        assert authenticator.password_user(f"name-{n}", "guess", office) is None
+    assert authenticator.password_user("gus", "gus-password", office) is not None
+    with pytest.raises(Throttled):
+        authenticator.password_user("name-5", "guess", office)
+
+
 def test_a_password_found_right_earlier_is_not_held_back_by_guesses_from_its_address(
     tmp_path: Path,
 ) -> None:
@@ -247,16 +272,19 @@ def test_the_form_with_a_valid_session_sends_the_browser_straight_on_to_a_local_
 
 def test_the_form_refuses_five_wrong_passwords_then_answers_429(served: tuple[str, str]) -> None:
     url, _ = served
-    wrong = [_sign_in(url, "fay", f"guess-{n}") for n in range(5)]
+    # An address of its own (uvicorn believes a local proxy's X-Forwarded-For): the other
+    # throttling test's guesses count against this machine's address.
+    away = {"X-Forwarded-For": "10.7.0.1"}
+    wrong = [_sign_in(url, "fay", f"guess-{n}", headers=away) for n in range(5)]
     assert [response.status_code for response in wrong] == [401] * 5
     assert all("Wrong user name or password." in response.text for response in wrong)
     assert not any("set-cookie" in response.headers for response in wrong)
-    throttled = _sign_in(url, "fay", "fay-password")
+    throttled = _sign_in(url, "fay", "fay-password", headers=away)
     assert throttled.status_code == 429 and "retry-after" in throttled.headers
     assert "Too many wrong passwords: try again in" in throttled.text
     assert "set-cookie" not in throttled.headers
     deadline = time.monotonic() + 60
-    while (signed := _sign_in(url, "fay", "fay-password")).status_code == 429:
+    while (signed := _sign_in(url, "fay", "fay-password", headers=away)).status_code == 429:
         assert time.monotonic() < deadline
         time.sleep(float(signed.headers["retry-after"]))
     assert signed.status_code == 303 and signed.headers["set-cookie"].startswith(SESSION_COOKIE)

@@ -197,7 +197,7 @@ class Authenticator:
                     "sign-in: wrong password for %r from %s; tries wait %.0f s", name, client, wait
                 )
             return None
-        throttle.succeeded(keys)
+        throttle.succeeded(keys[:1])  # the name's count: the address's stays (see Throttle)
         with self._lock:
             if self._access is access:  # not a password the settings changed while it was hashed
                 self._verified[token_hash(credentials)] = (name, now)

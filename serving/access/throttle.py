@@ -18,7 +18,10 @@ class Throttled(Exception):
 class Throttle:
     """Wrong passwords counted per key (a user name, a client address): after ``free`` in a
     row, each further try waits ``delay`` seconds, doubling with every further wrong one, up to
-    ``cap``. A right password clears its keys."""
+    ``cap``. A right password clears the keys it is told of (its user name's: not its address's,
+    which an insider's right password would otherwise clear for a guesser of other names); a
+    key with no wrong password for ``forget_after`` seconds starts again (an office behind one
+    address does not pile up its typos for ever)."""
 
     _MOST_KEYS = 100_000  # beyond this, keys quiet for longer than the cap are forgotten
 
@@ -28,8 +31,10 @@ class Throttle:
         delay: float,
         cap: float,
         clock: Callable[[], float] = time.monotonic,
+        forget_after: float = 3600.0,
     ) -> None:
         self.free, self.delay, self.cap, self._clock = free, delay, cap, clock
+        self.forget_after = forget_after
         self._lock = threading.Lock()
         self._wrong: dict[str, tuple[int, float]] = {}  # key -> (wrong in a row, allowed from)
         self._pruned = float("-inf")
@@ -50,7 +55,8 @@ class Throttle:
                 self._wrong = {k: v for k, v in self._wrong.items() if v[1] + self.cap > now}
                 self._pruned = now
             for key in keys:
-                count = self._wrong.get(key, (0, now))[0] + 1
+                before, allowed_from = self._wrong.get(key, (0, now))
+                count = (0 if now - allowed_from > self.forget_after else before) + 1
                 # The free tries' last brings the first wait; 2**64 × any delay is past any cap.
                 beyond = min(count - self.free + 1, 64)
                 wait = 0.0 if beyond <= 0 else min(self.cap, self.delay * 2 ** (beyond - 1))
