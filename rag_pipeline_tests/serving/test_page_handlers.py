@@ -20,11 +20,11 @@ from rag_pipeline.config import load_settings
 from rag_pipeline.workspaces import find_workspace
 from rag_pipeline_tests.index_state import live_chunks
 from rag_pipeline_tests.processes import within
-from rag_pipeline_tests.serving.conftest import write_corpus
+from rag_pipeline_tests.serving.conftest import serving, write_corpus
 from serving.access import add_user
 from serving.history import History
 from serving.page import gr
-from serving.page.chat import Chat
+from serving.page.chat import ANSWER_TAKEN_OFFLINE, Chat, reopened
 from serving.page.governance import ACTIONS, Governance
 from serving.page.layout import build_page
 from serving.page.render import card_html, sources_html, time_ago
@@ -497,3 +497,27 @@ def test_the_sources_list_each_folders_documents_under_its_name(tmp_path: Path) 
     headings = [listed.index(f"<div class='file'>{name}</div>") for name in folders]
     rows = [listed.index(f"data-doc='{name}/{name}-1.md'") for name in folders]
     assert headings[0] < rows[0] < headings[1] < rows[1]
+
+
+def test_a_kept_answer_citing_a_document_taken_offline_since_shows_a_reader_no_text(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    assert (
+        main(["index", "--home", str(home), "--source", str(write_corpus(tmp_path / "docs"))]) == 0
+    )
+    for assistant in serving(load_settings(home)):
+        question = "When do owls hunt?"
+        conversation, final = list(assistant.ask(question, owner="reader"))[-1]
+        assert {final.passages[n - 1].payload["doc_id"] for n in final.cited} == {"docs/guide.md"}
+        assert main(["archive", "docs/guide.md", "--home", str(home)]) == 0
+        for governs in (False, True):
+            history, _, evidence, previewed = reopened(
+                assistant, "reader", conversation, None, governs=governs
+            )
+            answer = history[-1]["content"]
+            assert history[0]["content"] == question
+            if governs:
+                assert "Owls hunt at night" in answer and "Owls hunt" in evidence
+            else:
+                assert (answer, evidence, previewed) == (ANSWER_TAKEN_OFFLINE, "", None)

@@ -130,7 +130,8 @@ class Chat(Handlers):
         self, conversation_id: str | None, workspace_id: str | None, request: gr.Request
     ) -> tuple[Any, ...]:
         assistant, owner = self.serving(request, workspace_id)
-        return reopened(assistant, owner, conversation_id, workspace_id)
+        governs = self.signed_in(request).may_govern(assistant.settings.workspace)
+        return reopened(assistant, owner, conversation_id, workspace_id, governs=governs)
 
     def delete_conversation(
         self, conversation_id: str | None, workspace_id: str | None, request: gr.Request
@@ -184,16 +185,43 @@ def new_conversation() -> tuple[Any, ...]:
 
 
 def reopened(
-    assistant: Assistant, owner: str, conversation_id: str | None, workspace_id: str | None
+    assistant: Assistant,
+    owner: str,
+    conversation_id: str | None,
+    workspace_id: str | None,
+    *,
+    governs: bool,
 ) -> tuple[Any, ...]:
     """A kept conversation as the chat shows it, its id, its last answer's evidence, and the
-    first passage that answer cited, to preview (nothing for none, or another's)."""
+    first passage that answer cited, to preview (nothing for none, or another's). For one who
+    may not govern the workspace, an answer that cited a passage taken offline since is shown
+    as that, without its text or evidence: offline is offline in kept answers too."""
     messages = assistant.history.messages(conversation_id, owner) if conversation_id else []
     if not messages:
         return [], None, "", None
-    history = [{"role": m.role, "content": link_markers(m.content, m.sources)} for m in messages]
-    last = next((m.sources for m in reversed(messages) if m.role == "assistant"), [])
+    documents, passages = (set(), set()) if governs else _offline_now(assistant)
+    history, last = [], []
+    for message in messages:
+        sources = message.sources
+        content = link_markers(message.content, sources)
+        if any(s["doc_id"] in documents or s["chunk_id"] in passages for s in sources):
+            content, sources = ANSWER_TAKEN_OFFLINE, []
+        history.append({"role": message.role, "content": content})
+        if message.role == "assistant":
+            last = sources
     return history, conversation_id, evidence_html(last, workspace_id), _first_chunk(last)
+
+
+ANSWER_TAKEN_OFFLINE = "This answer cited a passage that has been taken offline since."
+
+
+def _offline_now(assistant: Assistant) -> tuple[set[str], set[str]]:
+    """The ids of the documents and of the passages taken offline now."""
+    live = assistant.catalog.live_collection()
+    if live is None:
+        return set(), set()
+    documents, passages = assistant.catalog.offline(live.name)
+    return set(documents), set(passages)
 
 
 def conversation_choices(assistant: Assistant, owner: str, selected: str | None) -> Any:

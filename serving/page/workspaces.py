@@ -88,7 +88,7 @@ class WorkspaceCards(Handlers):
         indexed = sorted(r.doc_id for r in records if r.indexed_version)
         types = sorted({r.file_type for r in records if r.indexed_version})
         chat, conversation, evidence, previewed = reopened(
-            assistant, user.name, resumed, workspace_id
+            assistant, user.name, resumed, workspace_id, governs=governs
         )
         return (
             chat,
