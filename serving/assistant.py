@@ -27,7 +27,7 @@ from rag_pipeline.store import (
 )
 from serving.answer import Answer, Message, answer, load_answerer
 from serving.citing import quoted_pages
-from serving.history import History
+from serving.history import History, StoredMessage
 from serving.rerank import load_reranker
 from serving.retrieval import (
     Candidate,
@@ -93,6 +93,9 @@ class Source:
         return {name: getattr(self, name) for name in self.__slots__}
 
 
+ANSWER_TAKEN_OFFLINE = "This answer cited a passage that has been taken offline since."
+
+
 class Assistant:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -150,19 +153,21 @@ class Assistant:
         query_filter: QueryFilter | None = None,
         *,
         owner: str,
+        governs: bool = False,
     ) -> Iterator[tuple[str, Answer]]:
         """Stream the answer to ``question``, as (conversation id, answer so far), in one of
         ``owner``'s conversations (a new one when ``conversation_id`` is None).
 
-        The conversation so far is the model's context, and the previous question joins this
-        one in the search, so a follow-up ("and in 2021?") finds what it refers to.
+        The conversation so far (as :meth:`kept_messages` gives it to the owner, who
+        ``governs`` the workspace or not) is the model's context, and the previous question
+        joins this one in the search, so a follow-up ("and in 2021?") finds what it refers to.
         """
         self.check_length(question)
         if conversation_id is None:
             conversation_id = self.history.new_conversation(question, owner)
         elif not self.history.owns(conversation_id, owner):
             raise QueryError("no such conversation")
-        earlier = self.history.messages(conversation_id, owner)
+        earlier = self.kept_messages(conversation_id, owner, governs=governs)
         history: list[Message] = [{"role": m.role, "content": m.content} for m in earlier]
         previous = next((m.content for m in reversed(earlier) if m.role == "user"), "")
         retrieval = self.retriever.retrieve(f"{previous} {question}".strip(), query_filter)
@@ -174,6 +179,25 @@ class Assistant:
         finally:
             self.history.record_trace(retrieval, owner, final.backend or self.answerer.name)
             self.history.add_message(conversation_id, "assistant", final.text, cited_sources(final))
+
+    def kept_messages(
+        self, conversation_id: str, owner: str, *, governs: bool
+    ) -> list[StoredMessage]:
+        """``owner``'s conversation as kept. For one who may not govern the workspace, an answer
+        that cited a document or passage taken offline since reads :data:`ANSWER_TAKEN_OFFLINE`,
+        without its sources: offline is offline in kept answers too, on the page and in a
+        model's context."""
+        messages = self.history.messages(conversation_id, owner)
+        if governs:
+            return messages
+        live = self.catalog.live_collection()
+        documents, passages = map(set, self.catalog.offline(live.name)) if live else (set(), set())
+        return [
+            StoredMessage(message.role, ANSWER_TAKEN_OFFLINE, [])
+            if any(s["doc_id"] in documents or s["chunk_id"] in passages for s in message.sources)
+            else message
+            for message in messages
+        ]
 
     @property
     def searches_pictures(self) -> bool:

@@ -22,9 +22,10 @@ from rag_pipeline_tests.index_state import live_chunks
 from rag_pipeline_tests.processes import within
 from rag_pipeline_tests.serving.conftest import serving, write_corpus
 from serving.access import add_user
+from serving.assistant import ANSWER_TAKEN_OFFLINE
 from serving.history import History
 from serving.page import gr
-from serving.page.chat import ANSWER_TAKEN_OFFLINE, Chat, reopened
+from serving.page.chat import Chat, reopened
 from serving.page.governance import ACTIONS, Governance
 from serving.page.layout import build_page
 from serving.page.render import card_html, sources_html, time_ago
@@ -521,3 +522,6 @@ def test_a_kept_answer_citing_a_document_taken_offline_since_shows_a_reader_no_t
                 assert "Owls hunt at night" in answer and "Owls hunt" in evidence
             else:
                 assert (answer, evidence, previewed) == (ANSWER_TAKEN_OFFLINE, "", None)
+        # What a model is given as the conversation so far (Assistant.ask) is the same.
+        kept = assistant.kept_messages(conversation, "reader", governs=False)
+        assert [m.content for m in kept] == [question, ANSWER_TAKEN_OFFLINE]

@@ -330,6 +330,8 @@ def test_passwords_are_hashed_at_a_lower_cpu_priority_than_the_server_answers_at
     def own_niceness() -> int:
         return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
 
+    if own_niceness() == 19:
+        pytest.skip("this process runs at the lowest priority already")
     hashing = asyncio.run(Authenticator(tmp_path).off_loop(own_niceness))
     assert hashing > own_niceness()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import functools
 import hmac
 import logging
@@ -214,9 +215,13 @@ def _cookie(headers: Mapping[str, str], name: str) -> str | None:
 
 
 def _lower_own_priority() -> None:
-    """Lowers the calling thread's CPU priority (Linux gives each thread its own nice value)."""
+    """Lowers the calling thread's CPU priority by ``_HASHING_NICENESS`` (Linux gives each
+    thread its own nice value); where that is refused, the thread keeps its priority."""
     if sys.platform == "linux":
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _HASHING_NICENESS)
+        thread = threading.get_native_id()
+        lowered = min(os.getpriority(os.PRIO_PROCESS, thread) + _HASHING_NICENESS, 19)
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, thread, lowered)
 
 
 def _throttle_of(access: AccessSettings) -> Throttle:

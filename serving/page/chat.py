@@ -71,6 +71,7 @@ class Chat(Handlers):
         last, the conversations listed, the evidence, the pictures among the passages, and the
         passage to preview: the first cited (none when nothing is)."""
         assistant, owner = self.serving(request, workspace_id)
+        governs = self.signed_in(request).may_govern(assistant.settings.workspace)
         text = (text or "").strip()
         if not text:
             yield history, "", conversation_id, *[gr.skip()] * 4
@@ -82,7 +83,8 @@ class Chat(Handlers):
         history = [*_plain(history), {"role": "user", "content": text}]
         final, opened = Answer(), conversation_id
         try:
-            for opened, final in assistant.ask(text, conversation_id, query_filter, owner=owner):
+            asked = assistant.ask(text, conversation_id, query_filter, owner=owner, governs=governs)
+            for opened, final in asked:
                 shown = [*history, {"role": "assistant", "content": linked(final)}]
                 yield shown, "", opened, *[gr.skip()] * 4
         except QueryError as error:
@@ -192,36 +194,17 @@ def reopened(
     *,
     governs: bool,
 ) -> tuple[Any, ...]:
-    """A kept conversation as the chat shows it, its id, its last answer's evidence, and the
-    first passage that answer cited, to preview (nothing for none, or another's). For one who
-    may not govern the workspace, an answer that cited a passage taken offline since is shown
-    as that, without its text or evidence: offline is offline in kept answers too."""
-    messages = assistant.history.messages(conversation_id, owner) if conversation_id else []
+    """A kept conversation as the chat shows it (see :meth:`Assistant.kept_messages`), its id,
+    its last answer's evidence, and the first passage that answer cited, to preview (nothing
+    for none, or another's)."""
+    messages = (
+        assistant.kept_messages(conversation_id, owner, governs=governs) if conversation_id else []
+    )
     if not messages:
         return [], None, "", None
-    documents, passages = (set(), set()) if governs else _offline_now(assistant)
-    history, last = [], []
-    for message in messages:
-        sources = message.sources
-        content = link_markers(message.content, sources)
-        if any(s["doc_id"] in documents or s["chunk_id"] in passages for s in sources):
-            content, sources = ANSWER_TAKEN_OFFLINE, []
-        history.append({"role": message.role, "content": content})
-        if message.role == "assistant":
-            last = sources
+    history = [{"role": m.role, "content": link_markers(m.content, m.sources)} for m in messages]
+    last = next((m.sources for m in reversed(messages) if m.role == "assistant"), [])
     return history, conversation_id, evidence_html(last, workspace_id), _first_chunk(last)
-
-
-ANSWER_TAKEN_OFFLINE = "This answer cited a passage that has been taken offline since."
-
-
-def _offline_now(assistant: Assistant) -> tuple[set[str], set[str]]:
-    """The ids of the documents and of the passages taken offline now."""
-    live = assistant.catalog.live_collection()
-    if live is None:
-        return set(), set()
-    documents, passages = assistant.catalog.offline(live.name)
-    return set(documents), set(passages)
 
 
 def conversation_choices(assistant: Assistant, owner: str, selected: str | None) -> Any:
