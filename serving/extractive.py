@@ -63,13 +63,14 @@ class ExtractiveAnswerer:
                     # Among equals, the better passage, then the shorter sentence (fewer words
                     # that do not bear on the question).
                     score = telling / (1 + 0.15 * (number - 1)) - 1e-4 * len(sentence)
-                    candidates.append((score, telling, number, position, sentence))
+                    rarest = max(weight[term] for term in shared)
+                    candidates.append((score, rarest, number, position, sentence))
         if not candidates:
             return
         candidates.sort(key=lambda item: -item[0])
-        best, telling = candidates[0][:2]
-        if len(passages) > 1 and telling <= _idf(len(passages), len(passages)):
-            return  # it shares only what every passage has: no clue it answers
+        best, rarest = candidates[0][:2]
+        if len(passages) > 1 and rarest <= _idf(len(passages), len(passages)):
+            return  # it shares only terms every passage has: no clue it answers
         chosen = [item for item in candidates if item[0] >= _SHARE_OF_BEST * best]
         chosen = chosen[: self.sentences]
         chosen.sort(key=lambda item: (item[2], item[3]))  # reading order: passage, position

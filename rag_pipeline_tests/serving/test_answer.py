@@ -168,14 +168,18 @@ def test_the_extractive_answer_quotes_nothing_that_shares_only_what_every_passag
     indexed: Settings,
 ) -> None:
     passages = [
-        _passage("velmora-guide\nThe Velmora orchard was planted in 1873.", **_GUIDE),
-        _passage("velmora-guide\nEvery October Velmora holds the Lantern Festival.", **_GUIDE),
+        _passage(
+            "velmora-guide\nThe Velmora guide: orchard planted in 1873.", **_GUIDE
+        ),
+        _passage("velmora-guide\nThe Velmora guide lists the Lantern Festival.", **_GUIDE),
     ]
-    final = list(
-        answer(ExtractiveAnswerer(indexed), "Who founded Velmora?", [], _retrieval(*passages))
-    )
-    assert not final[-1].supported
-    assert final[-1].text == "Nothing here answers this directly. The closest passages: [1] [2]"
+    # One term every passage has, or two ("Velmora", "guide"): neither tells them apart.
+    for question in ("Who founded Velmora?", "Who wrote the Velmora guide?"):
+        final = list(answer(ExtractiveAnswerer(indexed), question, [], _retrieval(*passages)))
+        assert not final[-1].supported, question
+        assert final[-1].text == (
+            "Nothing here answers this directly. The closest passages: [1] [2]"
+        )
 
 
 def test_the_extractive_answer_never_quotes_the_line_naming_a_passages_document(
