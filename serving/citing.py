@@ -4,9 +4,9 @@ sentences lie on rather than at the page it starts on.
 
 A chunk's text is the line naming its document (when it has one), then one line per piece of
 its document, and it keeps one box per piece, on the piece's page (``chunking.chunk_document``):
-so its lines are placed on pages when they are one more than its boxes, or as many. A passage
-whose lines cannot be placed so (a piece of several lines, such as a table's rows) or that has
-no pages is cited as before, at its first page.
+so its lines are placed on pages when, that line left aside, they are as many as its boxes.
+A passage whose lines cannot be placed so (a piece of several lines, such as a table's rows)
+or that has no pages is cited as before, at its first page.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ def _lines_on_pages(payload: dict[str, Any]) -> list[tuple[tuple[int, int], int 
     text = payload.get("text", "")
     boxes = payload.get("bboxes") or []
     lines = text.split("\n")
-    named = len(lines) - len(boxes)  # the line naming its document, if any
-    if not boxes or named not in (0, 1):
+    named = 0 if shown_text(payload) == text else 1  # the line naming its document, if any
+    if not boxes or len(lines) - named != len(boxes):
         return []
     placed: list[tuple[tuple[int, int], int | None]] = []
     start = 0

@@ -17,6 +17,7 @@ from rag_pipeline.config import Settings, load_settings
 from rag_pipeline_tests.conftest import IndexedPlaces
 from rag_pipeline_tests.serving.conftest import serving
 from serving.assistant import Assistant, cited_sources
+from serving.citing import quoted_pages
 from serving.page.chat import _previewed
 from serving.page.render import cited_passage, evidence_html, linked
 from serving.preview import PreviewError, preview
@@ -84,3 +85,16 @@ def test_a_page_the_passage_does_not_lie_on_is_refused(assistant: Assistant) -> 
     chunk = assistant.search("lighthouse", owner=OWNER).passages[0].payload["chunk_id"]
     with pytest.raises(PreviewError, match="does not lie on page 3"):
         preview(assistant.settings, assistant.catalog, chunk, page=3)
+
+
+def test_a_passage_whose_lines_outnumber_its_boxes_is_not_placed_on_pages() -> None:
+    # No line names its document; the second piece is two lines (a table's rows) on page 2:
+    # its lines cannot be told apart from its boxes, so no page is guessed for a quote.
+    payload = {
+        "text": "Revenue rose by a tenth.\nCosts fell by a fifth.\nProfit doubled in a year.",
+        "bboxes": [{"page": 1}, {"page": 2}],
+        "file_path": "/docs/7.pdf",
+        "title": None,
+        "section": "",
+    }
+    assert quoted_pages(payload, '- "Costs fell by a fifth." [1]') == []
