@@ -20,8 +20,8 @@ class Throttle:
     row, each further try waits ``delay`` seconds, doubling with every further wrong one, up to
     ``cap``. A right password clears the keys it is told of (its user name's: not its address's,
     which an insider's right password would otherwise clear for a guesser of other names); a
-    key with no wrong password for ``forget_after`` seconds starts again (an office behind one
-    address does not pile up its typos for ever)."""
+    key with no wrong password for ``forget_after`` seconds after its wait ended starts again
+    (an office behind one address does not pile up its typos for ever)."""
 
     _MOST_KEYS = 100_000  # beyond this, keys quiet for longer than the cap are forgotten
 
