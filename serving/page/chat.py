@@ -9,7 +9,6 @@ from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import gradio as gr
 
@@ -23,7 +22,7 @@ from serving.governance import Standing
 from serving.page.governance import offered
 from serving.page.handlers import Handlers
 from serving.page.render import (
-    CITE_PREFIX,
+    cite_href,
     cite_target,
     cited_passage,
     evidence_html,
@@ -289,7 +288,7 @@ def pictures_html(found: list[Candidate], workspace_id: str | None) -> Any:
             page = f" · p. {payload['page']}" if payload.get("page") else ""
             caption = html.escape(f"{Path(payload.get('file_path', '')).name}{page}")
             shown[chunk_id] = (
-                f"<a href='{CITE_PREFIX}{quote(chunk_id, safe='')}' class='picture'>"
+                f"<a href='{cite_href({'chunk_id': chunk_id})}' class='picture'>"
                 f"<img src='{html.escape(picture_url(chunk_id, workspace_id))}' alt='{caption}'>"
                 f"<span class='caption'>{caption}</span></a>"
             )
