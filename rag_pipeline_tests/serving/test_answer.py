@@ -168,9 +168,7 @@ def test_the_extractive_answer_quotes_nothing_that_shares_only_what_every_passag
     indexed: Settings,
 ) -> None:
     passages = [
-        _passage(
-            "velmora-guide\nThe Velmora guide: orchard planted in 1873.", **_GUIDE
-        ),
+        _passage("velmora-guide\nThe Velmora guide: orchard planted in 1873.", **_GUIDE),
         _passage("velmora-guide\nThe Velmora guide lists the Lantern Festival.", **_GUIDE),
     ]
     # One term every passage has, or two ("Velmora", "guide"): neither tells them apart.

@@ -97,6 +97,8 @@ def test_an_answer_links_its_markers_to_the_evidence_listed_by_file(page: Page) 
     assert pictures.visible is False  # none among the passages
     assert previewed == unquote(cited[0].removeprefix("#cite:"))  # the preview follows it
     assert streamed and all(state[2] == conversation for state in streamed)
+    # The markers are linked once the answer is whole, not at each streamed piece.
+    assert all("#cite:" not in state[0][-1]["content"] for state in streamed)
 
 
 def test_an_answer_with_nothing_to_quote_shows_the_closest_passages_cited(page: Page) -> None:

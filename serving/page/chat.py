@@ -84,7 +84,9 @@ class Chat(Handlers):
         try:
             asked = assistant.ask(text, conversation_id, query_filter, owner=owner, governs=governs)
             for opened, final in asked:
-                shown = [*history, {"role": "assistant", "content": linked(final)}]
+                # Its text as it streams; its markers linked once whole (a citation's page is
+                # where what the finished answer quotes lies).
+                shown = [*history, {"role": "assistant", "content": final.text}]
                 yield shown, "", opened, *[gr.skip()] * 4
         except QueryError as error:
             raise gr.Error(str(error)) from error
