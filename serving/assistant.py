@@ -190,8 +190,7 @@ class Assistant:
         messages = self.history.messages(conversation_id, owner)
         if governs:
             return messages
-        live = self.catalog.live_collection()
-        documents, passages = map(set, self.catalog.offline(live.name)) if live else (set(), set())
+        documents, passages = self.catalog.live_offline()
         return [
             StoredMessage(message.role, ANSWER_TAKEN_OFFLINE, [])
             if any(s["doc_id"] in documents or s["chunk_id"] in passages for s in message.sources)

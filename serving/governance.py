@@ -63,8 +63,7 @@ def cited_standing(workspace: Workspace, chunk_id: str) -> Standing:
     """Where a cited chunk and its document stand."""
     doc_id, _ = _cited_document(workspace, chunk_id)
     with Catalog(workspace.settings) as catalog:
-        live = catalog.live_collection()
-        offline_chunks = catalog.offline(live.name)[1] if live else []
+        offline_chunks = catalog.live_offline()[1]
         document: Availability = next(
             (r.state for r in catalog.availability() if r.doc_id == doc_id and not r.text_hash),
             "active",

@@ -63,7 +63,7 @@ def source_file(
     record = catalog.document(live.name, doc_id) if live else None
     if record is None:
         raise PreviewError(f"no indexed document {doc_id!r}")
-    if not offline_shown and live and doc_id in catalog.offline(live.name)[0]:
+    if not offline_shown and doc_id in catalog.live_offline()[0]:
         raise PreviewError(DOCUMENT_OFFLINE)
     try:
         path = record.file_path.resolve(strict=True)
@@ -98,9 +98,8 @@ def cited(
     record, path = source_file(
         settings, catalog, rows[position]["doc_id"], offline_shown=offline_shown
     )
-    live = catalog.live_collection()
-    if not offline_shown and live:
-        offline = set(catalog.offline(live.name)[1])
+    if not offline_shown:
+        offline = catalog.live_offline()[1]
         if chunk_id in offline:
             raise PreviewError(PASSAGE_OFFLINE)
         # Its neighbours are shown around it: not one taken offline.

@@ -254,6 +254,15 @@ class Catalog:
         )
         return [row[0] for row in documents], [row[0] for row in chunks]
 
+    def live_offline(self) -> tuple[set[str], set[str]]:
+        """:meth:`offline` for the live collection: (document ids, chunk ids); none before a
+        live collection exists."""
+        live = self.live_collection()
+        if live is None:
+            return set(), set()
+        documents, chunks = self.offline(live.name)
+        return set(documents), set(chunks)
+
     def expected_points(self, collection: str) -> int:
         """How many points the collection should hold: the indexed versions' chunks."""
         rows = self.database.rows(
