@@ -28,13 +28,14 @@ from __future__ import annotations
 import html
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.routing import APIRoute
 
+from rag_pipeline.catalog import DocumentRecord
 from serving.access import User
 from serving.assistant import Assistant
 from serving.preview import PreviewError, cited_picture, preview, source_file
@@ -82,6 +83,9 @@ WorkspaceId = Annotated[
 ]
 
 
+_Shown = TypeVar("_Shown")
+
+
 def api_routes(workspaces: ServedWorkspaces) -> APIRouter:
     router = APIRouter(route_class=_Guarded)
 
@@ -112,18 +116,28 @@ def api_routes(workspaces: ServedWorkspaces) -> APIRouter:
             raise HTTPException(status_code=400, detail=str(error)) from error
         return JSONResponse(documents)
 
+    def shown_to(
+        request: Request, workspace: str | None, show: Callable[[Assistant, bool], _Shown]
+    ) -> _Shown:
+        """``show(assistant, governs)`` for whoever asks (an offline document or passage shown
+        only to one who may govern it); what the preview module refuses is a 404."""
+        assistant, user = asked(request, workspace)
+        try:
+            return show(assistant, user.may_govern(assistant.settings.workspace))
+        except PreviewError as error:
+            raise HTTPException(status_code=404, detail=str(error)) from error
+
     @router.get("/api/preview", response_model=None)
     def page_preview(
         request: Request, chunk_id: str, page: int | None = None, workspace: WorkspaceId = None
     ) -> Response:
-        assistant, user = asked(request, workspace)
-        governs = user.may_govern(assistant.settings.workspace)
-        try:
-            shown = preview(
+        shown = shown_to(
+            request,
+            workspace,
+            lambda assistant, governs: preview(
                 assistant.settings, assistant.catalog, chunk_id, page=page, offline_shown=governs
-            )
-        except PreviewError as error:
-            raise HTTPException(status_code=404, detail=str(error)) from error
+            ),
+        )
         if shown.png is not None:
             return Response(shown.png, media_type="image/png")
         title = html.escape(shown.doc_id)
@@ -134,20 +148,16 @@ def api_routes(workspaces: ServedWorkspaces) -> APIRouter:
 
     @router.get("/api/picture", response_model=None)
     def picture(request: Request, chunk_id: str, workspace: WorkspaceId = None) -> Response:
-        assistant, user = asked(request, workspace)
-        governs = user.may_govern(assistant.settings.workspace)
-        try:
-            png = cited_picture(
+        png = shown_to(
+            request,
+            workspace,
+            lambda assistant, governs: cited_picture(
                 assistant.settings, assistant.catalog, chunk_id, offline_shown=governs
-            )
-        except PreviewError as error:
-            raise HTTPException(status_code=404, detail=str(error)) from error
+            ),
+        )
         return Response(png, media_type="image/png")
 
-    @router.get("/api/file")
-    def original_file(request: Request, doc_id: str, workspace: WorkspaceId = None) -> FileResponse:
-        assistant, user = asked(request, workspace)
-        governs = user.may_govern(assistant.settings.workspace)
+    def original(assistant: Assistant, doc_id: str, governs: bool) -> tuple[DocumentRecord, Path]:
         redaction = assistant.settings.redaction
         if redaction.enabled and not redaction.serve_originals:
             raise HTTPException(
@@ -155,12 +165,13 @@ def api_routes(workspaces: ServedWorkspaces) -> APIRouter:
                 detail="original files hold what redaction removes: not served while redaction "
                 "is on (redaction.serve_originals)",
             )
-        try:
-            record, path = source_file(
-                assistant.settings, assistant.catalog, doc_id, offline_shown=governs
-            )
-        except PreviewError as error:
-            raise HTTPException(status_code=404, detail=str(error)) from error
+        return source_file(assistant.settings, assistant.catalog, doc_id, offline_shown=governs)
+
+    @router.get("/api/file")
+    def original_file(request: Request, doc_id: str, workspace: WorkspaceId = None) -> FileResponse:
+        record, path = shown_to(
+            request, workspace, lambda assistant, governs: original(assistant, doc_id, governs)
+        )
         shown_as = inline_type(record.file_type, path)
         return FileResponse(
             path,
