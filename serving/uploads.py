@@ -2,15 +2,23 @@
 workspace's own temporary folder, and indexed by the same pipeline in a child process
 (:class:`~serving.indexing.BackgroundIndexing`); at a server's start, what its last stop left of
 uploads cleared (cut short) or indexed (left unindexed).
+
+An upload never silently replaces a document: a file named as one already uploaded is taken
+only when its sender asked to replace, and may (:func:`replacement_refusal`); who uploaded each
+file is kept in ``<home>/serving/uploads.sqlite``.
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
+import sqlite3
+import threading
 import time
 import unicodedata
 import uuid
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,16 +47,30 @@ class Upload:
     file: SourceFile | None = None  # the manifest's row of the file written: document, version
 
 
+@dataclass(frozen=True, slots=True)
+class Sender:
+    """Who sends an upload, and what they may and chose to do with a file of the same name."""
+
+    name: str
+    governs: bool  # may replace any upload, an archived or rejected one too
+    replace: bool = False  # asked to replace the documents their files are named as
+
+
 class Uploads:
     """The uploads into every workspace of an installation, and the index runs they start."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings  # the installation's: its limits on uploads
         self._indexing = BackgroundIndexing(settings.root)
+        # Whether a file's name is taken is decided and acted on under it: two uploads of one
+        # name at once never both see it free.
+        self._placing = threading.Lock()
         self._clear_cut_short(time.time())
         self._index_left_unindexed()
 
-    def receive(self, workspace: Workspace, sent: list[tuple[str, Path]]) -> list[Upload]:
+    def receive(
+        self, workspace: Workspace, sent: list[tuple[str, Path]], sender: Sender
+    ) -> list[Upload]:
         """Each file sent (its name as sent, and its temporary copy) taken into the workspace's
         upload folder and indexed, or refused with the reason; the copies are gone afterwards
         either way (they are the request's, in a folder every upload shares)."""
@@ -56,7 +78,7 @@ class Uploads:
             incoming = _incoming_folder(workspace) / uuid.uuid4().hex
             try:
                 uploads = [
-                    self._taken(workspace, incoming, name, path, number)
+                    self._taken(workspace, incoming, name, path, number, sender)
                     for number, (name, path) in enumerate(sent)
                 ]
             finally:
@@ -68,7 +90,13 @@ class Uploads:
         return uploads
 
     def _taken(
-        self, workspace: Workspace, incoming: Path, name: str, sent: Path, number: int
+        self,
+        workspace: Workspace,
+        incoming: Path,
+        name: str,
+        sent: Path,
+        number: int,
+        sender: Sender,
     ) -> Upload:
         """One file sent, refused, or moved into the workspace's temporary folder (out of the
         shared one at once) and from there, whole, into its upload folder."""
@@ -92,10 +120,15 @@ class Uploads:
         folder = workspace.settings.upload_folder
         folder.mkdir(parents=True, exist_ok=True)
         target = folder / stored
-        # Moved under a hidden name, then renamed: a run never reads half a file.
-        partial = folder / f".{stored}{PARTIAL_SUFFIX}"
-        shutil.move(staged, partial)
-        partial.replace(target)
+        ledger = UploadLedger(workspace)
+        with self._placing:
+            if target.exists() and (refusal := replacement_refusal(workspace, target, sender)):
+                return Upload(name, None, refusal)
+            # Moved under a hidden name, then renamed: a run never reads half a file.
+            partial = folder / f".{stored}{PARTIAL_SUFFIX}"
+            shutil.move(staged, partial)
+            partial.replace(target)
+            ledger.record(stored, sender.name)
         return Upload(name, target, file=_manifest_row(workspace.settings, target))
 
     def _clear_cut_short(self, started: float) -> None:
@@ -141,6 +174,64 @@ class Uploads:
     def stop(self) -> None:
         """Stop the index runs under way (the server is stopping)."""
         self._indexing.stop()
+
+
+def replacement_refusal(workspace: Workspace, existing: Path, sender: Sender) -> str | None:
+    """Why the sender may not replace the uploaded file ``existing`` with one of the same name,
+    or None when they may: a governor may replace any, a contributor only what they uploaded
+    and is in search; and only when they asked to."""
+    if not sender.governs:
+        doc_id = _upload_document(workspace.settings, existing)
+        with Catalog(workspace.settings) as catalog:
+            offline = next(
+                (r.state for r in catalog.availability() if r.doc_id == doc_id and r.offline),
+                None,
+            )
+        if offline:
+            return f"a document of this name is {offline}: only a governor may replace it"
+        if UploadLedger(workspace).uploader(existing.name) != sender.name:
+            return (
+                "a document of this name was uploaded by someone else: "
+                "only they or a governor may replace it"
+            )
+    if not sender.replace:
+        return (
+            "a document of this name is here already: choose to replace documents of the "
+            "same name to upload a new version of it"
+        )
+    return None
+
+
+class UploadLedger:
+    """Who uploaded each file of a workspace's upload folder (its last version's sender); a
+    file put there by other means has no uploader."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.path = workspace.settings.home / "serving" / "uploads.sqlite"
+
+    def record(self, name: str, uploader: str) -> None:
+        with self._connected() as db:
+            db.execute(
+                "INSERT INTO uploads (name, uploader, at) VALUES (?, ?, ?) ON CONFLICT (name) "
+                "DO UPDATE SET uploader = excluded.uploader, at = excluded.at",
+                (name, uploader, time.time()),
+            )
+
+    def uploader(self, name: str) -> str | None:
+        with self._connected() as db:
+            row = db.execute("SELECT uploader FROM uploads WHERE name = ?", (name,)).fetchone()
+        return row[0] if row else None
+
+    @contextmanager
+    def _connected(self) -> Iterator[sqlite3.Connection]:
+        """A connection, its changes committed and it closed at the end."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with closing(sqlite3.connect(self.path, timeout=30)) as db, db:
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS uploads "
+                "(name TEXT PRIMARY KEY, uploader TEXT NOT NULL, at REAL NOT NULL)"
+            )
+            yield db
 
 
 def discard(sent: list[tuple[str, Path]]) -> None:

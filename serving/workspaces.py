@@ -31,7 +31,7 @@ from serving.access import Authenticator, User
 from serving.assistant import Assistant
 from serving.governance import Standing, cited_standing, set_cited_availability
 from serving.history import History
-from serving.uploads import Upload, Uploads, discard, uploaded_files
+from serving.uploads import Sender, Upload, Uploads, discard, uploaded_files
 
 
 class NotAllowed(PermissionError):
@@ -210,16 +210,28 @@ class ServedWorkspaces:
 
     # -- uploads -----------------------------------------------------------------------------
 
-    def upload(self, user: User, workspace_id: str, sent: list[tuple[str, Path]]) -> list[Upload]:
+    def upload(
+        self,
+        user: User,
+        workspace_id: str,
+        sent: list[tuple[str, Path]],
+        *,
+        replace: bool = False,
+    ) -> list[Upload]:
         """Each file sent (its name as sent, and its temporary copy) taken into the workspace's
-        upload folder and indexed, or refused with the reason; the copies are gone afterwards
-        either way, even when the workspace itself is refused."""
+        upload folder and indexed, or refused with the reason, for a user who may contribute to
+        the workspace; a file named as an upload already there replaces it only if the user
+        asked to (``replace``) and may. The copies are gone afterwards either way, even when
+        the workspace itself is refused."""
         try:
             workspace = self.workspace(user, workspace_id)
+            if not user.may_contribute(workspace.id):
+                raise NotAllowed(f"{user.name} may not upload into {workspace.name}")
         except BaseException:
             discard(sent)
             raise
-        return self._uploads.receive(workspace, sent)
+        sender = Sender(user.name, governs=user.may_govern(workspace.id), replace=replace)
+        return self._uploads.receive(workspace, sent, sender)
 
     def indexing(self, workspace_id: str) -> bool:
         """Whether an indexing run the page started for the workspace is under way."""

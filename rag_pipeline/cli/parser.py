@@ -151,12 +151,20 @@ def argument_parser() -> argparse.ArgumentParser:
         help="add: a workspace the user may use (repeatable; '*': all)",
     )
     user.add_argument(
+        "--contribute",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="add: a workspace the user may also upload files into, and replace what they "
+        "uploaded (repeatable; '*': all)",
+    )
+    user.add_argument(
         "--govern",
         action="append",
         default=[],
         metavar="NAME",
         help="add: a workspace where the user may archive, reject and activate documents "
-        "and passages on the page (repeatable; '*': all)",
+        "and passages on the page, and upload and replace any upload (repeatable; '*': all)",
     )
     passwords = user.add_mutually_exclusive_group()
     passwords.add_argument(

@@ -19,12 +19,16 @@ def user_command(args: argparse.Namespace) -> int:
         raise UserError(f"user {args.action} needs a name")
     try:
         if args.action == "add":
-            grants, govern = (
+            grants, contribute, govern = (
                 ["*" if grant == "*" else find_workspace(settings, grant).id for grant in named]
-                for named in (args.grants, args.govern)
+                for named in (args.grants, args.contribute, args.govern)
             )
-            token = add_user(settings.root, args.name, _new_password(args), grants, govern)
+            token = add_user(
+                settings.root, args.name, _new_password(args), grants, govern, contribute
+            )
             print(f"{args.name} may use: {', '.join(grants) or 'no workspace yet'}")
+            if contribute:
+                print(f"and upload into: {', '.join(contribute)}")
             if govern:
                 print(f"and govern: {', '.join(govern)}")
             print(f"search API token (shown once): {token}")
@@ -36,8 +40,13 @@ def user_command(args: argparse.Namespace) -> int:
     except (AccessError, WorkspaceError) as error:
         raise UserError(str(error)) from error
     for name, grants in settings.access.users.items():
-        governs = f"  (governs {', '.join(grants.govern)})" if grants.govern else ""
-        print(f"{name:<20}  {', '.join(grants.workspaces) or '-'}{governs}")
+        roles = [
+            f"{role} {', '.join(named)}"
+            for role, named in (("contributes to", grants.contribute), ("governs", grants.govern))
+            if named
+        ]
+        also = f"  ({'; '.join(roles)})" if roles else ""
+        print(f"{name:<20}  {', '.join(grants.workspaces) or '-'}{also}")
     return 0
 
 

@@ -167,14 +167,24 @@ class UserSettings(BaseModel):
     workspaces: list[str] = Field(
         default_factory=list, description="Workspace ids the user may use; ['*']: all."
     )
+    contribute: list[str] = Field(
+        default_factory=list,
+        description="Workspace ids where the user may upload files, and replace what they "
+        "uploaded; ['*']: all. A user granted a workspace only to use it only reads.",
+    )
     govern: list[str] = Field(
         default_factory=list,
         description="Workspace ids where the user may take documents and chunks out of search "
-        "and put them back; ['*']: all.",
+        "and put them back, and upload and replace any upload; ['*']: all.",
     )
 
     def may_use(self, workspace: str) -> bool:
         return "*" in self.workspaces or workspace in self.workspaces
+
+    def may_contribute(self, workspace: str) -> bool:
+        return self.may_govern(workspace) or (
+            self.may_use(workspace) and ("*" in self.contribute or workspace in self.contribute)
+        )
 
     def may_govern(self, workspace: str) -> bool:
         return self.may_use(workspace) and ("*" in self.govern or workspace in self.govern)

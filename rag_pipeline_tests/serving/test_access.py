@@ -32,9 +32,9 @@ NO_FILTERS = ([], [], [], "", "")  # documents, file types, languages, after, be
 
 @pytest.fixture(scope="module")
 def teams_home(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    """Two workspaces and users granted one (alice: Client B; bob and carol: the default one)
-    or all (admin), signing in by password, token, or the trusted proxy's header:
-    (home, user -> token)."""
+    """Two workspaces and users granted one (alice: Client B, where she may upload; bob and
+    carol: the default one, which they read) or all (admin), signing in by password, token, or
+    the trusted proxy's header: (home, user -> token)."""
     root = tmp_path_factory.mktemp("access")
     home, docs = root / "home", root / "docs"
     docs.mkdir()
@@ -47,7 +47,16 @@ def teams_home(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str
     )
     assert main(["index", "--home", str(home), "--workspace", "client-b"]) == 0
     grants = {"alice": ["client-b"], "bob": ["default"], "carol": ["default"], "admin": ["*"]}
-    tokens = {name: add_user(home, name, f"{name}-password", grants[name]) for name in grants}
+    tokens = {
+        name: add_user(
+            home,
+            name,
+            f"{name}-password",
+            grants[name],
+            contribute=["client-b"] * (name == "alice"),
+        )
+        for name in grants
+    }
     stored = stored_settings(home)
     stored["access"]["proxy_user_header"] = PROXY_HEADER
     write_stored_settings(home, stored)
@@ -209,6 +218,31 @@ def test_the_gradio_client_with_a_token_answers_only_within_its_workspaces(
                 alice.predict(*arguments, api_name=api_name)
 
 
+def test_a_reader_uploads_nothing_through_gradio_client_or_over_http(
+    two_teams: tuple[str, dict[str, str]],
+    teams_home: tuple[Path, dict[str, str]],
+    tmp_path: Path,
+) -> None:
+    from gradio_client import handle_file
+    from gradio_client.exceptions import AppError
+
+    url, tokens = two_teams
+    home, _ = teams_home
+    note = tmp_path / "zebra.md"  # named as no upload yet: nothing to replace
+    note.write_text("# Zebra\n\nA reader's zebra.\n", encoding="utf-8")
+    with _gradio(url, tokens["bob"]) as bob, pytest.raises(AppError, match="may not upload"):
+        bob.predict([handle_file(str(note))], "default", True, api_name="/upload")
+    authorized = {"Authorization": f"Bearer {tokens['bob']}"}
+    with httpx.Client(base_url=url, headers=authorized, timeout=60) as http:
+        files = {"files": ("zebra.md", note.read_bytes())}
+        [path] = http.post("/gradio_api/upload", files=files).json()
+        sent = {"path": path, "orig_name": "zebra.md", "meta": {"_type": "gradio.FileData"}}
+        event = http.post("/gradio_api/call/upload", json={"data": [[sent], "default", True]})
+        answer = http.get(f"/gradio_api/call/upload/{event.json()['event_id']}").text
+    assert "event: error" in answer and "bob may not upload into Default" in answer, answer
+    assert not (home / "uploads").exists()
+
+
 def test_a_user_can_neither_open_nor_delete_anothers_conversation_nor_see_their_traces(
     two_teams: tuple[str, dict[str, str]],
 ) -> None:
@@ -250,6 +284,12 @@ def test_in_a_browser_each_user_sees_and_searches_only_their_workspaces(
         assert cards.get_by_role("button", name="Delete").count() == 0  # not '*' users
         expect(page.locator("#create-workspace")).to_be_hidden()
         open_workspace(page, shown)
+        page.get_by_text("Sources", exact=True).click()
+        expect(page.locator("#sources")).to_be_visible()
+        if user == "alice":
+            expect(page.locator("#upload")).to_be_visible()
+        else:  # bob only reads
+            expect(page.locator("#upload")).to_be_hidden()
         page.locator("#workspace input").click()
         options = page.locator("ul[role='listbox'] li")
         options.first.wait_for(timeout=30_000)
@@ -322,3 +362,33 @@ def test_in_a_browser_an_admin_creates_renames_sorts_and_deletes_a_workspace_by_
     expect(names).to_have_text(["Default", "Client B"], timeout=30_000)
     expect(for_good).to_be_hidden()
     assert not (home / "workspaces" / "client-c").exists()
+
+
+def test_user_add_grants_each_role_by_its_flag_and_user_list_names_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = str(tmp_path / "home")
+    assert main(["workspace", "create", "Client B", "--home", home]) == 0
+    for name, roles in (("rita", []), ("carl", ["--contribute"]), ("ann", ["--govern"])):
+        flags = [flag for role in roles for flag in (role, "client-b")]
+        command = ["user", "add", name, "--workspace", "client-b", *flags, "--no-password"]
+        assert main([*command, "--home", home]) == 0
+    users = load_settings(Path(home)).access.users
+    may = {
+        name: (
+            user.may_use("client-b"),
+            user.may_contribute("client-b"),
+            user.may_govern("client-b"),
+        )
+        for name, user in users.items()
+    }
+    assert may == {
+        "rita": (True, False, False),
+        "carl": (True, True, False),
+        "ann": (True, True, True),  # a governor uploads too
+    }
+    capsys.readouterr()
+    assert main(["user", "list", "--home", home]) == 0
+    listed = capsys.readouterr().out
+    assert "carl                  client-b  (contributes to client-b)" in listed
+    assert "ann                   client-b  (governs client-b)" in listed

@@ -376,7 +376,7 @@ def test_an_upload_reads_parsed_once_parsed_and_never_from_an_earlier_uploads_pa
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kill_at: Callable[..., dict[str, str]]
 ) -> None:
     home = tmp_path / "home"
-    uploader = _signed_in(add_user(home, "uploader", None, ["default"]))
+    uploader = _signed_in(add_user(home, "uploader", None, ["default"], contribute=["default"]))
     for name, value in kill_at("after-parse").items():  # the index runs the uploads start
         monkeypatch.setenv(name, value)
     workspaces = ServedWorkspaces(load_settings(home))
@@ -389,7 +389,7 @@ def test_an_upload_reads_parsed_once_parsed_and_never_from_an_earlier_uploads_pa
         copy.parent.mkdir(parents=True)
         copy.write_text(text, encoding="utf-8")
         _, batch, *_, shown, _ = uploads.upload(
-            [{"path": str(copy), "orig_name": "note.md"}], "default", uploader
+            [{"path": str(copy), "orig_name": "note.md"}], "default", True, uploader
         )
         return batch, shown
 

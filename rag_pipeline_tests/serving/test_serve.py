@@ -42,7 +42,9 @@ def test_serve_stopped_by_sigterm_while_indexing_an_upload_leaves_no_process_beh
                 files = {"files": ("pelicans.md", b"# Pelicans\n\nPelicans scoop fish.\n")}
                 [path] = http.post("/gradio_api/upload", files=files).json()
                 sent = {"path": path, "orig_name": "pelicans.md", "meta": FILE_DATA}
-                event = http.post("/gradio_api/call/upload", json={"data": [[sent], "default"]})
+                event = http.post(
+                    "/gradio_api/call/upload", json={"data": [[sent], "default", False]}
+                )
                 answer = http.get(f"/gradio_api/call/upload/{event.json()['event_id']}").text
             assert "event: complete" in answer, answer
             within(60, "an index run started", lambda: set(processes_of(home)) - {serve.pid})

@@ -16,7 +16,7 @@ import pytest
 from gradio.utils import get_upload_folder
 
 from rag_pipeline.catalog import Catalog
-from rag_pipeline.config import UserSettings, load_settings
+from rag_pipeline.config import Settings, UserSettings, load_settings
 from rag_pipeline.ids import DEFAULT_WORKSPACE
 from rag_pipeline.workspaces import create_workspace
 from rag_pipeline_tests.conftest import open_workspace
@@ -38,7 +38,7 @@ def test_a_mixed_upload_takes_its_good_files_and_says_why_it_refuses_each_other(
     home, sent = tmp_path / "home", tmp_path / "sent"
     settings = load_settings(home, serving={"max_upload_mb": 0.001, "max_upload_files": 5})
     created = create_workspace(settings, "Uploads")
-    alice = User("alice", UserSettings(workspaces=[created.id]))
+    alice = User("alice", UserSettings(workspaces=["*"], contribute=[created.id]))
     contents = {
         "note.md": PELICANS,
         "big.md": "x" * 2000,
@@ -56,8 +56,8 @@ def test_a_mixed_upload_takes_its_good_files_and_says_why_it_refuses_each_other(
 
     workspaces = ServedWorkspaces(settings)
     try:
-        with pytest.raises(NotAllowed):
-            workspaces.upload(alice, DEFAULT_WORKSPACE, sending())
+        with pytest.raises(NotAllowed, match="alice may not upload into"):
+            workspaces.upload(alice, DEFAULT_WORKSPACE, sending())  # she only reads it
         assert list(sent.iterdir()) == []  # refused whole, and gone all the same
         uploads = workspaces.upload(alice, created.id, sending())
         assert [(upload.name, upload.path, upload.refused) for upload in uploads] == [
@@ -84,6 +84,66 @@ def test_a_mixed_upload_takes_its_good_files_and_says_why_it_refuses_each_other(
         assert (record.state, record.version) == ("indexed", uploads[0].file.version)
     finally:
         workspaces.close()
+
+
+@pytest.mark.slow  # an index run in a process of its own, to archive the document it makes
+def test_an_upload_replaces_a_document_of_its_name_only_when_asked_by_its_uploader_or_a_governor(
+    tmp_path: Path,
+) -> None:
+    home, sent = tmp_path / "home", tmp_path / "sent"
+    settings = load_settings(home)
+    grants = UserSettings(workspaces=[DEFAULT_WORKSPACE], contribute=[DEFAULT_WORKSPACE])
+    bob, carol = User("bob", grants), User("carol", grants)
+    governor = User("gov", UserSettings(workspaces=["*"], govern=[DEFAULT_WORKSPACE]))
+    note = settings.upload_folder / "note.md"
+
+    def upload(user: User, text: str, *, replace: bool) -> str | None:
+        """note.md sent with ``text`` by ``user``: why it was refused, or None if taken."""
+        sent.mkdir(exist_ok=True)
+        (sent / "note.md").write_text(text, encoding="utf-8")
+        [taken] = workspaces.upload(
+            user, DEFAULT_WORKSPACE, [("note.md", sent / "note.md")], replace=replace
+        )
+        assert list(sent.iterdir()) == []  # taken or not, the copy is gone
+        return taken.refused
+
+    workspaces = ServedWorkspaces(settings)
+    try:
+        assert upload(bob, "# Bob's\n", replace=False) is None
+        assert upload(carol, "# Carol's\n", replace=True) == (
+            "a document of this name was uploaded by someone else: "
+            "only they or a governor may replace it"
+        )
+        assert upload(bob, "# Bob's second\n", replace=False) == (
+            "a document of this name is here already: choose to replace documents of the "
+            "same name to upload a new version of it"
+        )
+        assert note.read_text(encoding="utf-8") == "# Bob's\n"
+        assert upload(bob, "# Bob's second\n", replace=True) is None
+        assert upload(governor, "# The governor's\n", replace=True) is None
+        assert note.read_text(encoding="utf-8") == "# The governor's\n"
+        # The governor's version is theirs now: bob no longer replaces it.
+        assert upload(bob, "# Bob's third\n", replace=True) is not None
+
+        within(300, "the upload indexed", lambda: not workspaces.indexing(DEFAULT_WORKSPACE))
+        workspaces.set_availability(
+            governor, DEFAULT_WORKSPACE, _first_chunk(settings), "archived", whole=True
+        )
+        assert upload(User("gov", grants), "# Archived, replaced\n", replace=True) == (
+            "a document of this name is archived: only a governor may replace it"
+        )
+        assert upload(governor, "# Archived, replaced\n", replace=True) is None
+    finally:
+        workspaces.close()
+
+
+def _first_chunk(settings: Settings) -> str:
+    """The id of the first chunk of the live collection's only document."""
+    with Catalog(settings) as catalog:
+        live = catalog.live_collection()
+        assert live is not None
+        [batch, *_] = catalog.chunk_batches(live.name, "uploads/note.md")
+        return batch[0]["chunk_id"]
 
 
 @pytest.mark.slow  # an index run in a process of its own
@@ -179,7 +239,9 @@ def test_the_upload_endpoint_takes_no_file_but_gradios_own_uploads(
     victim.write_text("# Mine\n", encoding="utf-8")
     sent = {"path": str(victim), "orig_name": "victim.md", "meta": {"_type": "gradio.FileData"}}
     with httpx.Client(base_url=url, timeout=60) as http:
-        event = http.post("/gradio_api/call/upload", json={"data": [[sent], "default"]}).json()
+        event = http.post(
+            "/gradio_api/call/upload", json={"data": [[sent], "default", False]}
+        ).json()
         answer = http.get(f"/gradio_api/call/upload/{event['event_id']}").text
     assert "event: error" in answer
     assert victim.read_text(encoding="utf-8") == "# Mine\n"

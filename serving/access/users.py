@@ -29,6 +29,9 @@ class User:
     def may_use(self, workspace: str) -> bool:
         return self.grants is None or self.grants.may_use(workspace)
 
+    def may_contribute(self, workspace: str) -> bool:
+        return self.grants is None or self.grants.may_contribute(workspace)
+
     def may_govern(self, workspace: str) -> bool:
         return self.grants is None or self.grants.may_govern(workspace)
 
@@ -65,6 +68,7 @@ def add_user(
     password: str | None,
     workspaces: list[str],
     govern: list[str] | None = None,
+    contribute: list[str] | None = None,
 ) -> str:
     """Add or replace a user; returns their new bearer token (shown once, stored hashed)."""
     if not name or any(character in name for character in ":\r\n"):
@@ -74,6 +78,7 @@ def add_user(
         password_hash=hash_password(password) if password else None,
         token_hash=token_hash(token),
         workspaces=workspaces,
+        contribute=contribute or [],
         govern=govern or [],
     )
     _update_users(root, lambda users: users | {name: user.model_dump()})

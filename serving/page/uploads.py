@@ -20,10 +20,15 @@ from serving.workspaces import Documents, NotAllowed
 
 class Uploads(Handlers):
     def upload(
-        self, files: list[dict[str, Any]] | None, workspace_id: str | None, request: gr.Request
+        self,
+        files: list[dict[str, Any]] | None,
+        workspace_id: str | None,
+        replace: bool | None,
+        request: gr.Request,
     ) -> tuple[Any, ...]:
         """Take the files sent (Gradio's file data, unprocessed: its path, checked by Gradio to
-        lie in its upload folder, and the name as sent): the upload box emptied, the batch's
+        lie in its upload folder, and the name as sent), those named as uploads already there
+        replacing them if ``replace`` (and the user may): the upload box emptied, the batch's
         files and what became of each, the sources, the progress timer and the count."""
         shared = Path(get_upload_folder()).resolve()
         sent = [
@@ -36,7 +41,9 @@ class Uploads(Handlers):
         if not all(path.resolve().is_relative_to(shared) for _, path in sent):
             raise gr.Error("Only files uploaded through the page are taken.")
         try:
-            taken = self.workspaces.upload(self.signed_in(request), workspace_id or "", sent)
+            taken = self.workspaces.upload(
+                self.signed_in(request), workspace_id or "", sent, replace=bool(replace)
+            )
         except NotAllowed as error:
             raise gr.Error(str(error)) from error
         finally:

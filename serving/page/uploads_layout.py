@@ -12,7 +12,9 @@ from serving.page.uploads import Uploads
 
 @dataclass(frozen=True)
 class SourcesPanel:
+    contributing: gr.Column  # the upload box and its choice, shown to those who may upload
     uploads: gr.File
+    replace: gr.Checkbox  # files named as uploads already there replace them
     uploaded: gr.HTML  # what became of each file of the last upload
     last_upload: gr.State  # each file of the last upload, and its fate
     sources: gr.HTML
@@ -22,18 +24,33 @@ class SourcesPanel:
 
 def lay_out_sources() -> SourcesPanel:
     with gr.Accordion("Sources", open=False):
-        uploads = gr.File(
-            label="Upload files into this workspace",
-            file_count="multiple",
-            elem_id="upload",
-        )
+        with gr.Column(visible=False) as contributing:
+            uploads = gr.File(
+                label="Upload files into this workspace",
+                file_count="multiple",
+                elem_id="upload",
+            )
+            replace = gr.Checkbox(
+                False,
+                label="Replace documents of the same name (those you uploaded; a governor: any)",
+                elem_id="upload-replace",
+            )
         uploaded = gr.HTML("", elem_id="upload-outcomes")
         last_upload = gr.State([])
         sources = gr.HTML("", elem_id="sources")
         refresh_sources = gr.Button("Refresh", size="sm", elem_id="refresh-sources")
         # Shows the uploads' and sources' states again every 2 s while uploads are indexed.
         indexing_progress = gr.Timer(2.0, active=False)
-    return SourcesPanel(uploads, uploaded, last_upload, sources, refresh_sources, indexing_progress)
+    return SourcesPanel(
+        contributing,
+        uploads,
+        replace,
+        uploaded,
+        last_upload,
+        sources,
+        refresh_sources,
+        indexing_progress,
+    )
 
 
 def wire_sources(
@@ -45,7 +62,7 @@ def wire_sources(
     progress_outputs = [*sources_outputs, panel.uploaded, status]
     panel.uploads.upload(
         uploading.upload,
-        [panel.uploads, workspace],
+        [panel.uploads, workspace, panel.replace],
         [panel.uploads, panel.last_upload, *progress_outputs],
         api_name="upload",
         # The file data as sent: Gradio's processing would leave an empty file behind in its

@@ -279,7 +279,8 @@ def _previewing(opened: OpenedWorkspace, asking: Chat) -> Callable[[Any], None]:
 
 def _opening_outputs(opened: OpenedWorkspace, conversation: gr.State) -> list[Any]:
     """What opening a workspace sets: its chat, evidence and passage to preview, its
-    conversations, filters and sources, and its status."""
+    conversations, filters and sources, the upload box (for those who may upload), and its
+    status."""
     return [
         opened.answers.chat,
         conversation,
@@ -289,6 +290,7 @@ def _opening_outputs(opened: OpenedWorkspace, conversation: gr.State) -> list[An
         opened.filters.documents,
         opened.filters.file_types,
         opened.sources.sources,
+        opened.sources.contributing,
         opened.status,
     ]
 

@@ -76,13 +76,25 @@ class WorkspaceCards(Handlers):
     ) -> tuple[Any, ...]:
         """Open a workspace: the conversation ``resumed`` (the user's own, else a fresh chat)
         and its evidence and first citation to preview; the conversations, filters and
-        sources; nothing left to resume."""
+        sources; the upload box for those who may upload; nothing left to resume."""
         user = self.signed_in(request)
         with _refusals():
             assistant = self.workspaces.opened(user, workspace_id) if workspace_id else None
         if assistant is None:
-            empty = gr.Dropdown(choices=[])
-            return [], None, "", None, empty, empty, gr.CheckboxGroup(choices=[]), "", "", None
+            empty, hidden = gr.Dropdown(choices=[]), gr.Column(visible=False)
+            return (
+                [],
+                None,
+                "",
+                None,
+                empty,
+                empty,
+                gr.CheckboxGroup(choices=[]),
+                "",
+                hidden,
+                "",
+                None,
+            )
         governs = user.may_govern(assistant.settings.workspace)
         records = Documents.of(assistant.catalog, governs=governs).records.values()
         indexed = sorted(r.doc_id for r in records if r.indexed_version)
@@ -99,6 +111,7 @@ class WorkspaceCards(Handlers):
             gr.Dropdown(choices=indexed, value=[], multiselect=True),
             gr.CheckboxGroup(choices=types, value=[]),
             self.uploads.show_sources(workspace_id, request)[0],
+            gr.Column(visible=user.may_contribute(assistant.settings.workspace)),
             indexed_status(records),
             None,
         )
