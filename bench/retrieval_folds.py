@@ -3,7 +3,8 @@
 Each dev set's documents are split in two fixed halves (``evaluation.pages.document_fold``). A
 setting is tuned on the questions of one half of *both* sets (the mean of the two sets'
 passage-hit@5) and reported on the other half, then the other way round. Printed in the same
-run: the reference baseline (``pages dense + name``) on each fold, the configured settings, and
+run: on each fold, the strongest of the naive page lines (``pages dense``, ``pages hybrid``,
+each with and without the file name) there, the configured settings, and
 for each tuned setting every value's figures, so that a default is seen to hold on the half it
 was not chosen on.
 
@@ -30,7 +31,6 @@ from evaluation.harness import index_in_scratch
 from evaluation.metrics import Passage, evaluate_passages
 from evaluation.pages import (
     FOLDS,
-    REFERENCE,
     PageBaseline,
     PageDataset,
     document_names,
@@ -71,7 +71,7 @@ class Searched:
     texts: dict[str, str]
     nearest: dict[str, NearestHits]
     names: dict[str, str]
-    reference: dict[str, list[Passage]]  # the reference baseline's passages per question
+    baselines: dict[str, dict[str, list[Passage]]]  # naive page line → question → passages
 
 
 def search_dataset(home: Path, folder: Path, stack: ExitStack) -> tuple[Searched, Retriever]:
@@ -90,17 +90,21 @@ def search_dataset(home: Path, folder: Path, stack: ExitStack) -> tuple[Searched
         found = retriever.search(text, limit=config.prefetch)
         nearest[query_id] = NearestHits(found.dense, found.sparse, found.image)
     units, pages = read_pages(dataset)
-    sparse = {" + name": page_sparse_encoder(live_settings, named(units, pages))}
+    variants = {"": pages, " + name": named(units, pages)}
+    sparse = {
+        suffix: page_sparse_encoder(live_settings, unit_texts)
+        for suffix, unit_texts in variants.items()
+    }
     cache = open_embedding_cache(live_settings)
     try:
-        baseline = PageBaseline.build(
-            (units, named(units, pages)), retriever.dense, sparse[" + name"], cache
-        )
+        built = {
+            suffix: PageBaseline.build((units, unit_texts), retriever.dense, sparse[suffix], cache)
+            for suffix, unit_texts in variants.items()
+        }
     finally:
         cache.close()
-    reference = rank_baselines({" + name": baseline}, texts, retriever.dense, sparse, config)
-    searched = Searched(dataset.name, folds, texts, nearest, names, reference[REFERENCE])
-    return searched, retriever
+    baselines = rank_baselines(built, texts, retriever.dense, sparse, config)
+    return Searched(dataset.name, folds, texts, nearest, names, baselines), retriever
 
 
 def scores(
@@ -119,11 +123,17 @@ def scores(
     }
 
 
-def reference_scores(searched: Searched) -> dict[str, float]:
-    return {
-        fold: evaluate_passages(searched.reference, evidence)[METRIC]
-        for fold, evidence in searched.folds.items()
-    }
+def reference_scores(searched: Searched) -> dict[str, tuple[str, float]]:
+    """fold → the strongest naive page line there, and its passage-hit@5."""
+    strongest = {}
+    for fold, evidence in searched.folds.items():
+        by_line = {
+            line: evaluate_passages(ranked, evidence)[METRIC]
+            for line, ranked in searched.baselines.items()
+        }
+        best = max(by_line, key=by_line.__getitem__)
+        strongest[fold] = (best, by_line[best])
+    return strongest
 
 
 def label(values: Mapping[str, Any]) -> str:
@@ -151,7 +161,7 @@ def main() -> None:
         sizes = {found.name: {f: len(e) for f, e in found.folds.items()} for found, _ in searched}
         print(f"{METRIC} by fold (questions per fold: {sizes})")
         reference = {found.name: reference_scores(found) for found, _ in searched}
-        print(f"reference ({REFERENCE}): {reference}")
+        print(f"the strongest naive page line on each fold: {reference}")
         print(f"configured ({label(configured)}): {table[label(configured)]}")
 
         def mean_on(key: str, fold: str) -> float:
@@ -165,8 +175,9 @@ def main() -> None:
                 f"  reported on fold {reported_on}: "
                 + ", ".join(
                     f"{name} {by_fold[reported_on]:.4f} "
-                    f"(reference {reference[name][reported_on]:.4f}, "
-                    f"{by_fold[reported_on] / reference[name][reported_on]:.2f} ×)"
+                    f"(strongest naive line {reference[name][reported_on][0]} "
+                    f"{reference[name][reported_on][1]:.4f}, "
+                    f"{by_fold[reported_on] / reference[name][reported_on][1]:.2f} ×)"
                     for name, by_fold in table[best].items()
                 )
             )

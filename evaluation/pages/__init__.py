@@ -16,9 +16,12 @@ lie on (the payload's ``bboxes``, else ``page`` to ``page_end``). Scores
 first k passages, in the order the chat page gets them: what the answerer reads), and over pages
 ranked where their first passage is, page-hit@1/5/10, doc-hit@5 and MRR@10.
 
-Naive page-unit baselines are computed in the same run; each page is one passage:
+Naive page-unit baselines are computed in the same run; each page is one passage. The
+configured method is compared with the strongest of them on the same questions (over the set,
+and on each fold and group: which is strongest depends on the documents), and with each of its
+own sides alone (dense, keywords):
 
-- ``pages dense + name`` (the reference): the PDF's file stem with ``_`` as spaces, a line
+- ``pages dense + name``: the PDF's file stem with ``_`` as spaces, a line
   break, then PyMuPDF's ``page.get_text()``, cut to the first 256 tokens of the dense model's
   tokenizer (special tokens included, as a chunk's 256 are), embedded by the same dense model the
   pipeline uses; cosine top-k over every page of every PDF. The vectors go through the
@@ -39,7 +42,6 @@ The parts: the question set and its folds and groups (``dataset``), the naive pa
 from evaluation.pages.baselines import (
     BASELINE_TOKENS,
     BASELINES,
-    REFERENCE,
     PageBaseline,
     bm25_length,
     first_tokens,
@@ -61,8 +63,8 @@ from evaluation.pages.dataset import (
     load_pages,
     question_groups,
 )
-from evaluation.pages.report import PageReport, format_page_report
-from evaluation.pages.run import document_names, hit_pages, passages_of, run_page_evaluation
+from evaluation.pages.report import PageReport, format_page_report, strongest_baseline
+from evaluation.pages.run import document_names, passages_of, run_page_evaluation
 
 __all__ = [
     "BASELINES",
@@ -71,7 +73,6 @@ __all__ = [
     "LAYOUT",
     "PDFS_FOLDER",
     "QUESTIONS_FILE",
-    "REFERENCE",
     "SOURCES",
     "PageBaseline",
     "PageDataset",
@@ -82,7 +83,6 @@ __all__ = [
     "document_names",
     "first_tokens",
     "format_page_report",
-    "hit_pages",
     "is_page_dataset",
     "load_pages",
     "named",
@@ -92,4 +92,5 @@ __all__ = [
     "rank_baselines",
     "read_pages",
     "run_page_evaluation",
+    "strongest_baseline",
 ]

@@ -30,8 +30,9 @@ from serving.retrieval import fuse
 logger = logging.getLogger("rag_pipeline.evaluation")
 
 BASELINE_TOKENS = 256  # what the page baseline's dense model is fed of each page
-REFERENCE = "pages dense + name"  # the baseline the configured method is compared with
-BASELINES = (REFERENCE, "pages hybrid + name", "pages dense", "pages hybrid")
+# The naive page lines; the configured method is compared with the strongest of them on the same
+# questions (evaluation.pages.report.strongest_baseline).
+BASELINES = ("pages dense + name", "pages hybrid + name", "pages dense", "pages hybrid")
 
 
 def read_pages(dataset: PageDataset) -> tuple[list[PageUnit], list[str]]:

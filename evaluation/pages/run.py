@@ -7,13 +7,13 @@ import logging
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 from evaluation.harness import (
     configured_method,
     index_in_scratch,
     latency_summary,
     rank_every_method,
+    sparse_method,
 )
 from evaluation.metrics import Passage, evaluate_passages
 from evaluation.pages.baselines import (
@@ -28,7 +28,7 @@ from evaluation.pages.report import PageReport
 from rag_pipeline.config import Settings
 from rag_pipeline.embedding import open_embedding_cache
 from rag_pipeline.manifest import source_labels
-from rag_pipeline.store.schema import Hit
+from rag_pipeline.store import Hit, payload_pages
 from serving.rerank import load_reranker
 from serving.retrieval import Candidate, Retriever, live_index
 
@@ -40,19 +40,6 @@ _DEPTH = 100  # chunks per ranking: far more than the 10 pages scored
 # -- the pipeline's hits as pages -------------------------------------------------------------
 
 
-def hit_pages(payload: Mapping[str, Any]) -> list[int]:
-    """The 1-based pages a chunk lies on, in its reading order: those of its boxes, else its
-    ``page`` to ``page_end``; none for a chunk without a page."""
-    pages = [box["page"] for box in payload.get("bboxes") or () if box.get("page") is not None]
-    if not pages:
-        first = payload.get("page")
-        if first is None:
-            return []
-        last = payload.get("page_end")
-        pages = list(range(first, (last if last is not None else first) + 1))
-    return list(dict.fromkeys(pages))
-
-
 def passages_of(hits: Iterable[Hit | Candidate], names: Mapping[str, str]) -> list[Passage]:
     """Each hit as the dataset's pages it lies on, in order; ``names``: doc_id → doc_name (a
     passage of another document, or without a page, lies on none of them but still takes its
@@ -60,7 +47,7 @@ def passages_of(hits: Iterable[Hit | Candidate], names: Mapping[str, str]) -> li
     passages: list[Passage] = []
     for hit in hits:
         name = names.get(hit.payload.get("doc_id", ""))
-        pages = hit_pages(hit.payload) if name is not None else []
+        pages = payload_pages(hit.payload) if name is not None else []
         passages.append(tuple((name, page) for page in pages if name is not None))
     return passages
 
@@ -114,6 +101,7 @@ def run_page_evaluation(settings: Settings, folder: Path) -> PageReport:
             method: evaluate_passages(ranked, evidence) for method, ranked in rankings.items()
         },
         configured=configured_method(retriever),
+        sides=("dense", sparse_method(retriever)),
         groups={
             group: {
                 method: evaluate_passages(ranked, members) for method, ranked in rankings.items()

@@ -24,6 +24,7 @@ from rag_pipeline.store.schema import (
     NearestHits,
     QueryFilter,
     is_picture,
+    payload_pages,
 )
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "open_serving_store",
     "open_vector_store",
     "passed_verification_record",
+    "payload_pages",
     "points_from_cache",
     "uses_server",
     "vector_sizes",

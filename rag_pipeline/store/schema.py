@@ -6,6 +6,7 @@ serving, evaluation) reads these payload fields.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -45,6 +46,19 @@ class VectorLayout:
 
     def as_dict(self) -> dict[str, str | None]:
         return asdict(self)
+
+
+def payload_pages(payload: Mapping[str, Any]) -> list[int]:
+    """The 1-based pages a point's chunk lies on, in its reading order: those of its boxes,
+    else its ``page`` to ``page_end``; none for a chunk without a page."""
+    pages = [box["page"] for box in payload.get("bboxes") or () if box.get("page") is not None]
+    if not pages:
+        first = payload.get("page")
+        if first is None:
+            return []
+        last = payload.get("page_end")
+        pages = list(range(first, (last if last is not None else first) + 1))
+    return list(dict.fromkeys(pages))
 
 
 def is_picture(chunk: dict[str, Any]) -> bool:

@@ -7,7 +7,7 @@ from typing import Any
 
 from rag_pipeline import ids
 from rag_pipeline.chunking import document_name, without_header
-from rag_pipeline.store import SECTION_SEPARATOR, QueryFilter, is_picture
+from rag_pipeline.store import SECTION_SEPARATOR, QueryFilter, is_picture, payload_pages
 
 
 def shown_text(payload: dict[str, Any]) -> str:
@@ -70,6 +70,7 @@ class Candidate:
             "chunk_index": ids.parse_chunk_id(chunk_id)[2] if chunk_id else None,
             "file_path": payload.get("file_path", ""),
             "page": payload.get("page"),
+            "pages": payload_pages(payload),
             "bbox": payload.get("bbox"),
             "section": payload.get("section", ""),
             "text": self.text,
