@@ -6,10 +6,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 from rag_pipeline.config import Settings
 from rag_pipeline.language import has_cjk, sentence_spans
-from serving.questions import Terms, question_parts, question_terms, refers_back
+from serving.questions import NO_TERMS, question_parts, question_terms, refers_back
 from serving.retrieval import Candidate, query_encoders, shown_text
 from serving.wording import Message, phrases, quoted
 
@@ -48,9 +49,7 @@ class ExtractiveAnswerer:
     ) -> Iterator[str]:
         whole = question_terms(question, self.terms)
         previous = _referred_to(question, history)
-        context = (
-            question_terms(previous, self.terms) if previous else Terms(frozenset(), frozenset())
-        )
+        context = question_terms(previous, self.terms) if previous else NO_TERMS
         # The passages' terms: their sentences' and their own (the line naming the document,
         # which is not quoted, included).
         every = whole.all | context.all
@@ -67,15 +66,21 @@ class ExtractiveAnswerer:
             found.append(list(zip(sentences, terms, strict=True)))
             in_passages.append(set(vector.indices.tolist()).union(*terms))
         weight = _rarity([terms & every for terms in in_passages])
-        common = _idf(len(passages), len(passages)) if len(passages) > 1 else -1.0
         chosen: dict[tuple[int, int], str] = {}
         missing: list[str] = []
-        parts = question_parts(question)
-        for part in parts:
+        for part in question_parts(question):
             terms = question_terms(part, self.terms)
-            names = terms.names or whole.names or context.names
-            asked = terms.asked or terms.names or context.asked
-            answers = _answers(found, in_passages, names, asked, context.all, weight, common)
+            # What the part is about: its own names, else the question's (…and how far is
+            # its light visible?), else what the conversation was about, else its topic.
+            about = (
+                terms.names
+                or whole.names
+                or (context.names | context.topic if previous and not whole.topic else None)
+                or whole.topic
+            )
+            asked = terms.asked - about or terms.names or terms.topic or context.asked
+            found_part = Asked(about, asked, terms.focus, has_cjk(part), context.all)
+            answers = found_part.answers(found, in_passages, weight)
             if not answers:
                 missing.append(part)
             limit = max(self.sentences - len(chosen), 1)
@@ -98,38 +103,53 @@ def _referred_to(question: str, history: Sequence[Message]) -> str:
     return next((m["content"] for m in reversed(history) if m["role"] == "user"), "")
 
 
-def _answers(
-    found: list[list[tuple[str, set[int]]]],
-    in_passages: list[set[int]],
-    names: frozenset[int],
-    asked: frozenset[int],
-    context: frozenset[int],
-    weight: dict[int, float],
-    common: float,
-) -> list[tuple[int, int, str]]:
-    """The sentences that answer a part about ``names`` asking ``asked``, as (passage number,
-    position, sentence): the best first, then those that tell about as much."""
-    scored: list[tuple[float, int, int, str]] = []
-    for number, (sentences, terms) in enumerate(zip(found, in_passages, strict=True), 1):
-        if not names <= terms or not asked:
-            continue
-        covered = len(asked & terms) / len(asked)
-        if covered < 0.5 or (not names and covered <= 0.5):
-            continue
-        for position, (sentence, shared) in enumerate(sentences):
-            telling = [weight.get(term, 0.0) for term in asked & shared]
-            if not telling or max(telling) <= common:
-                continue  # it asks nothing of this sentence, or only what every passage has
-            # What it asks counts most; its names and the conversation's terms tell apart
-            # equals; then the better passage, then the shorter sentence.
-            bearing = sum(weight.get(term, 0.0) for term in (names | context) & shared)
-            score = (sum(telling) + 0.25 * bearing) / (1 + 0.15 * (number - 1))
-            scored.append((score - 1e-4 * len(sentence), number, position, sentence))
-    if not scored:
-        return []
-    scored.sort(key=lambda item: -item[0])
-    best = scored[0][0]
-    return [item[1:] for item in scored if item[0] >= _SHARE_OF_BEST * best]
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """One part of a question: the terms it is ``about`` (a passage must hold them all), those
+    it ``asks`` (the passage at least half of them, more than half in Chinese, where a
+    ``focus`` cannot tell what is asked; a sentence one of them), the ``focus`` an answering
+    sentence holds, and the conversation's terms, which tell equal sentences apart."""
+
+    about: frozenset[int]
+    asks: frozenset[int]
+    focus: frozenset[int]
+    unspaced: bool
+    context: frozenset[int]
+
+    def bears_on(self, terms: set[int]) -> bool:
+        if not self.about <= terms or not self.asks:
+            return False
+        covered = len(self.asks & terms) / len(self.asks)
+        return covered > 0.5 if self.unspaced else covered >= 0.5
+
+    def answers(
+        self,
+        found: list[list[tuple[str, set[int]]]],
+        in_passages: list[set[int]],
+        weight: dict[int, float],
+    ) -> list[tuple[int, int, str]]:
+        """The sentences that answer it, as (passage number, position, sentence): the best
+        first, then those that tell about as much."""
+        scored: list[tuple[float, int, int, str]] = []
+        for number, (sentences, terms) in enumerate(zip(found, in_passages, strict=True), 1):
+            if not self.bears_on(terms):
+                continue
+            for position, (sentence, shared) in enumerate(sentences):
+                telling = [weight.get(term, 0.0) for term in self.asks & shared]
+                if not telling or not self.focus <= shared:
+                    continue  # it asks nothing of this sentence, or not what it asks for
+                # What it asks counts most; what it is about and the conversation's terms tell
+                # equals apart; then the better passage, then the shorter sentence.
+                bearing = sum(
+                    weight.get(term, 0.0) for term in (self.about | self.context) & shared
+                )
+                score = (sum(telling) + 0.25 * bearing) / (1 + 0.15 * (number - 1))
+                scored.append((score - 1e-4 * len(sentence), number, position, sentence))
+        if not scored:
+            return []
+        scored.sort(key=lambda item: -item[0])
+        best = scored[0][0]
+        return [item[1:] for item in scored if item[0] >= _SHARE_OF_BEST * best]
 
 
 _SHARE_OF_BEST = 0.5  # of a part's best sentence's score, that another sentence needs

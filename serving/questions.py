@@ -35,6 +35,11 @@ _CHINESE_FUNCTION_WORDS = frozenset(
         "告诉 可以 能 会 要 么 谁是 是谁"
     )
 )
+_PRONOUNS = frozenset(str.split("它 他 她 其 该 此 它们 他们 她们 这个 那个 这些 那些"))
+# Words that ask how much or when, not about what: "many" is no term a passage must hold, nor
+# "time" in "what time".
+_ASKING_AMOUNT = frozenset(["many", "much"])
+_ASKING_WHAT = frozenset(str.split("time year day date month hour kind sort type"))
 _CHINESE_ASKING = re.compile(r"谁|什么|哪|几|多少|多[长远高大久重]|怎|如何|为什么|何|吗|呢")
 _ENGLISH_ASKING = (
     r"how|what|when|where|who|whom|whose|which|why|is|are|was|were|does|do|did|can|could|has|"
@@ -95,32 +100,62 @@ def refers_back(question: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Terms:
-    """A question's (or part's) terms: ``names`` that a passage must hold to be about it
-    (names, numbers), and the terms ``asked`` about them."""
+    """A question's (or part's) terms: ``names`` (names, numbers) that a passage must hold to
+    be about it, the ``topic`` a Chinese question opens with (it names no name: the first word
+    is what it is about, 黄河 in 黄河全长多少公里; none when that word is a pronoun), the terms
+    ``asked`` about them, and the ``focus`` of an English question, the first thing it asks
+    for (salary in "What is the salary of the safety officer?"), which an answer must hold."""
 
     names: frozenset[int]
+    topic: frozenset[int]
     asked: frozenset[int]
+    focus: frozenset[int]
 
     @property
     def all(self) -> frozenset[int]:
-        return self.names | self.asked
+        return self.names | self.topic | self.asked
+
+
+NO_TERMS = Terms(frozenset(), frozenset(), frozenset(), frozenset())
 
 
 def question_terms(text: str, sparse: SparseEncoder) -> Terms:
-    """The sparse model's terms of ``text``, sorted into names and the rest."""
+    """The sparse model's terms of ``text``, sorted as :class:`Terms` says."""
     names: set[int] = set()
     asked: set[int] = set()
+    topic: set[int] | None = None
+    focus: set[int] | None = None
     mixed = has_cjk(text)
+    after_asking = after_name = False
     for word in _words(text):
+        lower = word.lower()
         if has_cjk(word):
+            if topic is None and word in _PRONOUNS:
+                topic = set()  # it refers back: what it is about is the conversation's
             if word in _CHINESE_FUNCTION_WORDS or len(word) == 1:
                 continue
-            asked.update(_ids(word, sparse))
+            ids = _ids(word, sparse)
+            if topic is None:
+                topic = ids
+            asked.update(ids)
         elif _is_name(word, mixed):
             names.update(_ids(word, sparse))
-        else:
-            asked.update(_ids(word, sparse))
-    return Terms(frozenset(names), frozenset(asked - names))
+            after_name = True
+            continue
+        elif lower not in _ASKING_AMOUNT and not (after_asking and lower in _ASKING_WHAT):
+            ids = _ids(word, sparse)
+            # Not "long" in "how long", nor "ferry" in "the Lindqvist ferry" (a name's noun).
+            if focus is None and ids and not after_asking and not after_name:
+                focus = ids
+            asked.update(ids)
+        after_asking = lower in {"how", "what", "which"}
+        after_name = False
+    return Terms(
+        frozenset(names),
+        frozenset(topic or ()) if not names else frozenset(),
+        frozenset(asked - names),
+        frozenset(focus or ()),
+    )
 
 
 def _words(text: str) -> list[str]:
