@@ -168,7 +168,7 @@ def build_messages(
         "or [n][m] for several. Do not cite a number that is not in the list. Say only what "
         "answers something the question asks, nothing else the passages say. If the question "
         "asks several things, answer each; for one the passages do not answer, write that "
-        f"part followed by “: {words['missing']}”. If the passages do not name what the "
+        f"part as “{words['missing'].format(part='…')}”. If the passages do not name what the "
         "question is about (its names, numbers and things, in any language), say only "
         f"“{words['nothing']}”. Answer in {language}."
     )

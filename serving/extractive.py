@@ -93,7 +93,7 @@ class ExtractiveAnswerer:
         for (number, _), sentence in sorted(chosen.items()):  # reading order
             yield f"- {quoted(sentence)} [{number}]\n"
         for part in missing:
-            yield f"- {part.rstrip('?？。. ')}: {words['missing']}.\n"
+            yield "- " + words["missing"].format(part=part.rstrip("?？。. ")) + "\n"
 
 
 def _referred_to(question: str, history: Sequence[Message]) -> str:

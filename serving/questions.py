@@ -126,7 +126,7 @@ def question_terms(text: str, sparse: SparseEncoder) -> Terms:
     topic: set[int] | None = None
     focus: set[int] | None = None
     mixed = has_cjk(text)
-    after_asking = after_name = False
+    after_asking = after_how = after_name = False
     for word in _words(text):
         lower = word.lower()
         if has_cjk(word):
@@ -145,10 +145,10 @@ def question_terms(text: str, sparse: SparseEncoder) -> Terms:
         elif lower not in _ASKING_AMOUNT and not (after_asking and lower in _ASKING_WHAT):
             ids = _ids(word, sparse)
             # Not "long" in "how long", nor "ferry" in "the Lindqvist ferry" (a name's noun).
-            if focus is None and ids and not after_asking and not after_name:
+            if focus is None and ids and not after_how and not after_name:
                 focus = ids
             asked.update(ids)
-        after_asking = lower in {"how", "what", "which"}
+        after_asking, after_how = lower in {"how", "what", "which"}, lower == "how"
         after_name = False
     return Terms(
         frozenset(names),

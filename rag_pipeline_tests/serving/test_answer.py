@@ -83,7 +83,7 @@ def test_with_no_passages_the_answer_says_so_and_shows_the_query_and_filters() -
             _Scripted("never used"),
             "Where is Atlantis?",
             [],
-            _retrieval(query="Where is Atlantis?"),
+            _retrieval(),
         )
     )[-1]
     assert not final.supported
