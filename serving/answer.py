@@ -67,8 +67,12 @@ def answer(
     question: str,
     history: Sequence[Message],
     retrieval: Retrieval,
+    *,
+    joined: bool = False,
 ) -> Iterator[Answer]:
-    """Stream an answer to ``question`` from ``retrieval``'s passages; the last one is final."""
+    """Stream an answer to ``question`` from ``retrieval``'s passages; the last one is final.
+    ``joined``: the search held more than the question (a follow-up with the question it
+    refers back to), which the answer then says."""
     passages = list(retrieval.passages)
     state = Answer(passages=passages, pictures=list(retrieval.pictures), backend=answerer.name)
     if not passages:
@@ -88,7 +92,7 @@ def answer(
         state.cited = list(range(1, min(len(passages), _CLOSEST) + 1))
         markers = " ".join(f"[{number}]" for number in state.cited)
         state.text = f"{phrases(question)['closest']} {markers}"
-    if retrieval.query != question:  # a follow-up searched with what it refers back to
+    if joined:
         state.text += f"\n\n{searched_line(question, retrieval)}"
     yield state
 

@@ -173,12 +173,14 @@ class Assistant:
         earlier = self.kept_messages(conversation_id, owner, governs=governs)
         history: list[Message] = [{"role": m.role, "content": m.content} for m in earlier]
         previous = next((m.content for m in reversed(earlier) if m.role == "user"), "")
-        searched = f"{previous} {question}" if previous and refers_back(question) else question
-        retrieval = self.retriever.retrieve(searched, query_filter)
+        joined = bool(previous) and refers_back(question)
+        retrieval = self.retriever.retrieve(
+            f"{previous} {question}" if joined else question, query_filter
+        )
         self.history.add_message(conversation_id, "user", question)
         final = Answer()
         try:
-            for final in answer(self.answerer, question, history, retrieval):
+            for final in answer(self.answerer, question, history, retrieval, joined=joined):
                 yield conversation_id, final
         finally:
             self.history.record_trace(retrieval, owner, final.backend or self.answerer.name)

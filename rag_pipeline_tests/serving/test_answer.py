@@ -78,31 +78,21 @@ def test_an_answers_citations_are_numbered_1_to_n_and_its_passages_follow_them()
 
 
 def test_with_no_passages_the_answer_says_so_and_shows_the_query_and_filters() -> None:
-    final = list(
-        answer(
-            _Scripted("never used"),
-            "Where is Atlantis?",
-            [],
-            _retrieval(),
-        )
-    )[-1]
+    final = list(answer(_Scripted("never used"), "Where is Atlantis?", [], _retrieval()))[-1]
     assert not final.supported
     assert "found nothing" in final.text and "“q”" in final.text and '"lang": ["en"]' in final.text
 
 
 def test_passages_with_nothing_to_quote_are_still_shown_cited() -> None:
     passages = [_passage(f"Passage {n} about otters.") for n in range(1, 6)]
-    question = "Why do otters hold hands?"
-    final = list(answer(_Scripted(), question, [], _retrieval(*passages, query=question)))[-1]
+    final = list(answer(_Scripted(), "Why do otters hold hands?", [], _retrieval(*passages)))[-1]
     assert not final.supported
     assert final.text == "Nothing here answers this directly. The closest passages: [1] [2] [3]"
     assert final.cited == [1, 2, 3]
 
 
 def test_a_chinese_question_gets_a_chinese_answer_frame() -> None:
-    final = list(answer(_Scripted(), "三峡大坝在哪里？", [], _retrieval(query="三峡大坝在哪里？")))[
-        -1
-    ]
+    final = list(answer(_Scripted(), "三峡大坝在哪里？", [], _retrieval()))[-1]
     assert "没有找到" in final.text
 
 
@@ -114,12 +104,7 @@ def test_the_extractive_answer_quotes_the_matching_sentences_with_citations(
         _passage("Owls hunt at night. Their soft feathers make their flight almost silent."),
     ]
     final: Answer = list(
-        answer(
-            ExtractiveAnswerer(indexed),
-            "When do owls hunt?",
-            [],
-            _retrieval(*passages, query="When do owls hunt?"),
-        )
+        answer(ExtractiveAnswerer(indexed), "When do owls hunt?", [], _retrieval(*passages))
     )[-1]
     assert "Owls hunt at night. [1]" in final.text
     assert "Kingfishers" not in final.text
@@ -134,9 +119,7 @@ def test_the_extractive_answer_quotes_nothing_that_shares_no_term_with_the_quest
         _passage("Owls hunt at night. Their soft feathers make their flight almost silent."),
     ]
     question = "What is the capital of Mongolia?"
-    final = list(
-        answer(ExtractiveAnswerer(indexed), question, [], _retrieval(*passages, query=question))
-    )[-1]
+    final = list(answer(ExtractiveAnswerer(indexed), question, [], _retrieval(*passages)))[-1]
     assert not final.supported
     assert final.text == "Nothing here answers this directly. The closest passages: [1] [2]"
 
@@ -157,9 +140,7 @@ def test_the_extractive_answer_quotes_no_sentence_that_shares_only_common_or_few
         _passage("The harbour of Ostrel was dug in 1650 by monks.", file_path="/d/ostrel.pdf"),
     ]
     question = "When was the Velmora orchard planted?"
-    final = list(
-        answer(ExtractiveAnswerer(indexed), question, [], _retrieval(*passages, query=question))
-    )[-1]
+    final = list(answer(ExtractiveAnswerer(indexed), question, [], _retrieval(*passages)))[-1]
     assert final.text == (
         "From the documents:\n\n- The Velmora orchard was planted in 1873 by Ilse Brandt. [1]"
     )
@@ -176,9 +157,7 @@ def test_the_extractive_answer_quotes_every_sentence_that_tells_about_as_much_as
         _passage("The bell tower of Ostrel is 61 metres tall."),
     ]
     question = "How tall is the Quillon lighthouse and who was its first keeper?"
-    final = list(
-        answer(ExtractiveAnswerer(indexed), question, [], _retrieval(*passages, query=question))
-    )[-1]
+    final = list(answer(ExtractiveAnswerer(indexed), question, [], _retrieval(*passages)))[-1]
     assert final.text == (
         "From the documents:\n\n- The Quillon lighthouse stands 38 metres tall. [1]\n"
         "- Its first keeper was Tomas Ferreira, who served from 1902 to 1931. [1]"
@@ -194,9 +173,7 @@ def test_the_extractive_answer_quotes_nothing_that_shares_only_what_every_passag
     ]
     # One term every passage has, or two ("Velmora", "guide"): neither tells them apart.
     for question in ("Who founded Velmora?", "Who wrote the Velmora guide?"):
-        final = list(
-            answer(ExtractiveAnswerer(indexed), question, [], _retrieval(*passages, query=question))
-        )
+        final = list(answer(ExtractiveAnswerer(indexed), question, [], _retrieval(*passages)))
         assert not final[-1].supported, question
         assert final[-1].text == (
             "Nothing here answers this directly. The closest passages: [1] [2]"
@@ -213,14 +190,7 @@ def test_the_extractive_answer_never_quotes_the_line_naming_a_passages_document(
         title="Owl survey",
         section=section,
     )
-    final = list(
-        answer(
-            ExtractiveAnswerer(indexed),
-            "When do owls hunt?",
-            [],
-            _retrieval(named, query="When do owls hunt?"),
-        )
-    )
+    final = list(answer(ExtractiveAnswerer(indexed), "When do owls hunt?", [], _retrieval(named)))
     assert final[-1].text == "From the documents:\n\n- Owls hunt at night. [1]"
 
 
@@ -231,12 +201,7 @@ def test_a_sources_own_bracketed_numbers_never_become_citations(indexed: Setting
         _passage("Kingfishers dive."),
     ]
     final = list(
-        answer(
-            ExtractiveAnswerer(indexed),
-            "When do owls hunt?",
-            [],
-            _retrieval(*passages, query="When do owls hunt?"),
-        )
+        answer(ExtractiveAnswerer(indexed), "When do owls hunt?", [], _retrieval(*passages))
     )[-1]
     assert final.cited == [1]
     assert "as shown in ［2］ and ［1, 3］. [1]" in final.text
@@ -248,14 +213,9 @@ def test_the_extractive_answer_finds_chinese_words_inside_unspaced_sentences(
     indexed: Settings,
 ) -> None:
     passages = [_passage("长江是中国最长的河流。三峡大坝位于湖北省宜昌市。")]
-    final = list(
-        answer(
-            ExtractiveAnswerer(indexed),
-            "三峡大坝在哪里",
-            [],
-            _retrieval(*passages, query="三峡大坝在哪里"),
-        )
-    )[-1]
+    final = list(answer(ExtractiveAnswerer(indexed), "三峡大坝在哪里", [], _retrieval(*passages)))[
+        -1
+    ]
     assert final.text.startswith("根据文档")
     assert "三峡大坝位于湖北省宜昌市。 [1]" in final.text
 
