@@ -20,16 +20,18 @@ class ExtractiveAnswerer:
     it, cited; a part that none answers is said missing.
 
     A part (:func:`serving.questions.question_parts`) is about its names and numbers (or, with
-    none of its own, the question's: "…and how far is its light visible?") and asks the rest of
-    its terms. Terms are those of the sparse model (stemmed English, jieba-segmented Chinese,
-    no stop words), so "dams" matches "dam" and 三峡大坝 matches inside an unspaced sentence. A
-    passage bears on a part only when it holds all the part's names and at least half of what
-    it asks (more than half when it has no names, as a Chinese question mostly has not):
-    "What is the capital of Mongolia?" finds no passage naming Mongolia, whatever the dense
-    search ranked first, and a Chinese question naming "Kestrel" no passage without it.
+    none of its own, the question's: "…and how far is its light visible?"; a Chinese
+    question's topic, 黄河 in 黄河全长多少公里; for a follow-up's pronoun, the conversation's)
+    and asks the rest of its terms. Terms are those of the sparse model (stemmed English,
+    jieba-segmented Chinese, no stop words), so "dams" matches "dam" and 三峡大坝 matches inside
+    an unspaced sentence. A passage bears on a part only when it holds all that the part is
+    about and at least half of what it asks (more than half in Chinese): "What is the capital
+    of Mongolia?" finds no passage naming Mongolia, whatever the dense search ranked first, and
+    a Chinese question naming "Kestrel" no passage without it.
 
     In a passage that bears on it, a sentence answers a part when it holds something the part
-    asks, not merely its names ("opens at 5:40" does not answer who the head baker is). A
+    asks, not merely its names ("opens at 5:40" does not answer who the head baker is), and an
+    English part's focus (the salary in "What is the salary of the safety officer?"). A
     shared term tells as much as it is rare among the passages found (BM25's inverse document
     frequency over them): the document's name, in every passage of it, says little; a word of
     the question found in one passage says a lot, and a sentence sharing only terms that every
