@@ -34,9 +34,8 @@ class ExtractiveAnswerer:
     English part's focus (the salary in "What is the salary of the safety officer?"). A
     shared term tells as much as it is rare among the passages found (BM25's inverse document
     frequency over them): the document's name, in every passage of it, says little; a word of
-    the question found in one passage says a lot, and a sentence sharing only terms that every
-    passage has answers nothing. After a part's best sentence, others are quoted only if they
-    tell at least ``_SHARE_OF_BEST`` as much.
+    the question found in one passage says a lot. After a part's best sentence, others are
+    quoted only if they tell at least ``_SHARE_OF_BEST`` as much.
     """
 
     name = "extractive"
