@@ -23,11 +23,11 @@ from typing import Any, Protocol
 from rag_pipeline.config import AnswerSettings, Settings
 from rag_pipeline.embedding import models_folder
 from rag_pipeline.language import detect_language
+from serving.extractive import ExtractiveAnswerer
+from serving.questions import question_parts
 from serving.retrieval import Candidate, Retrieval
+from serving.wording import MARKER, Message, phrases, quoted
 
-Message = dict[str, str]  # {"role": "user" | "assistant", "content": ...}
-
-_MARKER = re.compile(r"\[(\d+(?:\s*[,，、]\s*\d+)*)\]")
 _LONGEST_MARKER = 24  # characters held back while a "[" may still open a marker
 _CLOSEST = 3  # passages cited when the answerer found nothing in them to quote
 
@@ -36,30 +36,7 @@ class AnswerError(RuntimeError):
     """The answer backend failed; the message says why (shown on the page)."""
 
 
-# Fixed phrases of an answer, in the question's language (English for any other).
-_PHRASES = {
-    "en": {
-        "lead": "From the documents:",
-        "nothing": "I found nothing in the indexed documents that answers this.",
-        "closest": "Nothing here answers this directly. The closest passages:",
-        "searched": "Searched for",
-        "filters": "with filters",
-        "no_filters": "with no filters",
-    },
-    "zh": {
-        "lead": "根据文档：",
-        "nothing": "在已索引的文档中没有找到能回答这个问题的内容。",
-        "closest": "这里没有能直接回答这个问题的内容。最接近的段落：",
-        "searched": "检索词",
-        "filters": "筛选条件",
-        "no_filters": "未设筛选条件",
-    },
-}
 _LANGUAGE_NAMES = {"en": "English", "zh": "Chinese (简体中文)"}
-
-
-def phrases(question: str) -> dict[str, str]:
-    return _PHRASES.get(detect_language(question), _PHRASES["en"])
 
 
 @dataclass(slots=True)
@@ -90,8 +67,12 @@ def answer(
     question: str,
     history: Sequence[Message],
     retrieval: Retrieval,
+    *,
+    joined: bool = False,
 ) -> Iterator[Answer]:
-    """Stream an answer to ``question`` from ``retrieval``'s passages; the last one is final."""
+    """Stream an answer to ``question`` from ``retrieval``'s passages; the last one is final.
+    ``joined``: the search held more than the question (a follow-up with the question it
+    refers back to), which the answer then says."""
     passages = list(retrieval.passages)
     state = Answer(passages=passages, pictures=list(retrieval.pictures), backend=answerer.name)
     if not passages:
@@ -111,6 +92,8 @@ def answer(
         state.cited = list(range(1, min(len(passages), _CLOSEST) + 1))
         markers = " ".join(f"[{number}]" for number in state.cited)
         state.text = f"{phrases(question)['closest']} {markers}"
+    if joined:
+        state.text += f"\n\n{searched_line(question, retrieval)}"
     yield state
 
 
@@ -134,10 +117,9 @@ def nothing_found(question: str, retrieval: Retrieval) -> str:
     return f"{words['nothing']}\n\n{words['searched']}: “{retrieval.query}”, {filters}."
 
 
-def quoted(text: str) -> str:
-    """A source's text with its own bracketed numbers ("as shown in [2]") in full-width
-    brackets, so that only markers an answer adds itself cite passages."""
-    return _MARKER.sub(lambda match: f"［{match.group(1)}］", text)
+def searched_line(question: str, retrieval: Retrieval) -> str:
+    """What was searched, said as such: a follow-up's search holds the question it refers to."""
+    return f"({phrases(question)['searched']}: “{retrieval.query}”)"
 
 
 class CitationFilter:
@@ -160,11 +142,11 @@ class CitationFilter:
         cut = text.rfind("[")
         if cut != -1 and "]" not in text[cut:] and len(text) - cut < _LONGEST_MARKER:
             text, self._pending = text[:cut], text[cut:]
-        return _MARKER.sub(self._keep, text)
+        return MARKER.sub(self._keep, text)
 
     def flush(self) -> str:
         text, self._pending = self._pending, ""
-        return _MARKER.sub(self._keep, text)
+        return MARKER.sub(self._keep, text)
 
     def _keep(self, match: re.Match[str]) -> str:
         numbers = [int(number) for number in re.findall(r"\d+", match.group(1))]
@@ -183,21 +165,31 @@ def build_messages(
 ) -> list[Message]:
     """The chat an LLM answers: instructions, the conversation so far, numbered passages."""
     language = _LANGUAGE_NAMES.get(detect_language(question), "the language of the question")
+    words = phrases(question)
     system = (
         "You answer questions about the user's documents using only the numbered passages "
         "given with the question. After every claim, cite the passage it comes from as [n], "
-        "or [n][m] for several. Do not cite a number that is not in the list. If the passages "
-        "do not contain the answer, say that the documents do not answer it. "
-        f"Answer in {language}."
+        "or [n][m] for several. Do not cite a number that is not in the list. Say only what "
+        "answers something the question asks, nothing else the passages say. If the question "
+        "asks several things, answer each; for one the passages do not answer, write that "
+        f"part as “{words['missing'].format(part='…')}”. If the passages do not name what the "
+        "question is about (its names, numbers and things, in any language), say only "
+        f"“{words['nothing']}”. Answer in {language}."
     )
     listed = "\n\n".join(
         f"[{number}] {_source_line(passage)}\n{quoted(passage.text)}"
         for number, passage in enumerate(passages, 1)
     )
+    parts = question_parts(question)
+    asked = (
+        "\n\nIt asks:\n" + "\n".join(f"{n}. {part}" for n, part in enumerate(parts, 1))
+        if len(parts) > 1
+        else ""
+    )
     return [
         {"role": "system", "content": system},
         *history,
-        {"role": "user", "content": f"Passages:\n\n{listed}\n\nQuestion: {question}"},
+        {"role": "user", "content": f"Passages:\n\n{listed}\n\nQuestion: {question}{asked}"},
     ]
 
 
@@ -325,6 +317,4 @@ def load_answerer(settings: Settings) -> Answerer:
         return OpenAICompatibleAnswerer(settings.answer)
     if backend == "transformers":
         return TransformersAnswerer(settings.answer, settings.root)
-    from serving.extractive import ExtractiveAnswerer  # it builds on this module
-
     return ExtractiveAnswerer(settings)

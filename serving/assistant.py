@@ -28,6 +28,7 @@ from rag_pipeline.store import (
 from serving.answer import Answer, Message, answer, load_answerer
 from serving.citing import quoted_pages
 from serving.history import History, StoredMessage
+from serving.questions import refers_back
 from serving.rerank import load_reranker
 from serving.retrieval import (
     Candidate,
@@ -159,8 +160,10 @@ class Assistant:
         ``owner``'s conversations (a new one when ``conversation_id`` is None).
 
         The conversation so far (as :meth:`kept_messages` gives it to the owner, who
-        ``governs`` the workspace or not) is the model's context, and the previous question
-        joins this one in the search, so a follow-up ("and in 2021?") finds what it refers to.
+        ``governs`` the workspace or not) is the model's context. A follow-up that refers
+        back (:func:`serving.questions.refers_back`: "and in 2021?", 它呢？) is searched with
+        the previous question before it, so that it finds what it refers to, and its answer
+        says what was searched; one that stands alone is searched by itself.
         """
         self.check_length(question)
         if conversation_id is None:
@@ -170,11 +173,14 @@ class Assistant:
         earlier = self.kept_messages(conversation_id, owner, governs=governs)
         history: list[Message] = [{"role": m.role, "content": m.content} for m in earlier]
         previous = next((m.content for m in reversed(earlier) if m.role == "user"), "")
-        retrieval = self.retriever.retrieve(f"{previous} {question}".strip(), query_filter)
+        joined = bool(previous) and refers_back(question)
+        retrieval = self.retriever.retrieve(
+            f"{previous} {question}" if joined else question, query_filter
+        )
         self.history.add_message(conversation_id, "user", question)
         final = Answer()
         try:
-            for final in answer(self.answerer, question, history, retrieval):
+            for final in answer(self.answerer, question, history, retrieval, joined=joined):
                 yield conversation_id, final
         finally:
             self.history.record_trace(retrieval, owner, final.backend or self.answerer.name)

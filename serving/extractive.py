@@ -6,30 +6,36 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 from rag_pipeline.config import Settings
 from rag_pipeline.language import has_cjk, sentence_spans
-from serving.answer import Message, phrases, quoted
+from serving.questions import NO_TERMS, question_parts, question_terms, refers_back
 from serving.retrieval import Candidate, query_encoders, shown_text
+from serving.wording import Message, phrases, quoted
 
 
 class ExtractiveAnswerer:
-    """No language model: the passages' sentences that share the most telling terms with the
-    question.
+    """No language model: for each part of the question, the passages' sentences that answer
+    it, cited; a part that none answers is said missing.
 
-    Terms are those of the sparse model (stemmed English, jieba-segmented Chinese, no stop
-    words), so "dams" matches "dam" and 三峡大坝 matches inside an unspaced sentence. A shared
-    term tells as much as it is rare among the passages found (BM25's inverse document
-    frequency over them): the document's name, in every passage of it, says little about which
-    sentence answers; a word of the question found in one passage says a lot. After the best
-    sentence, others are quoted only if they tell at least ``_SHARE_OF_BEST`` as much, so an
-    answer is not padded with sentences that share a word or two ("Velmora", "point").
+    A part (:func:`serving.questions.question_parts`) is about its names and numbers (or, with
+    none of its own, the question's: "…and how far is its light visible?"; a Chinese
+    question's topic, 黄河 in 黄河全长多少公里; for a follow-up's pronoun, the conversation's)
+    and asks the rest of its terms. Terms are those of the sparse model (stemmed English,
+    jieba-segmented Chinese, no stop words), so "dams" matches "dam" and 三峡大坝 matches inside
+    an unspaced sentence. A passage bears on a part only when it holds all that the part is
+    about and at least half of what it asks (more than half in Chinese): "What is the capital
+    of Mongolia?" finds no passage naming Mongolia, whatever the dense search ranked first, and
+    a Chinese question naming "Kestrel" no passage without it.
 
-    A sentence that shares nothing telling is never quoted, not even from the best passage: the
-    dense search ranks some passage first for any question ("What is the capital of
-    Mongolia?" too), so being first vouches for nothing. With nothing to quote, :func:`answer`
-    cites the closest passages instead, which shows a passage found by meaning alone without
-    claiming it answers.
+    In a passage that bears on it, a sentence answers a part when it holds something the part
+    asks, not merely its names ("opens at 5:40" does not answer who the head baker is), and an
+    English part's focus (the salary in "What is the salary of the safety officer?"). A
+    shared term tells as much as it is rare among the passages found (BM25's inverse document
+    frequency over them): the document's name, in every passage of it, says little; a word of
+    the question found in one passage says a lot. After a part's best sentence, others are
+    quoted only if they tell at least ``_SHARE_OF_BEST`` as much.
     """
 
     name = "extractive"
@@ -42,44 +48,112 @@ class ExtractiveAnswerer:
     def write(
         self, question: str, history: Sequence[Message], passages: Sequence[Candidate]
     ) -> Iterator[str]:
-        query_terms = set(self.terms.embed_query(question).indices.tolist())
+        whole = question_terms(question, self.terms)
+        previous = _referred_to(question, history)
+        context = question_terms(previous, self.terms) if previous else NO_TERMS
+        # The passages' terms: their sentences' and their own (the line naming the document,
+        # which is not quoted, included).
+        every = whole.all | context.all
         statements = [_statements(passage) for passage in passages]
-        # The question's terms in each passage: its sentences' and its own (the line naming
-        # its document, which is not quoted, included).
-        whole = self.terms.embed_documents([passage.text for passage in passages])
+        vectors = self.terms.embed_documents([passage.text for passage in passages])
         found: list[list[tuple[str, set[int]]]] = []
         in_passages: list[set[int]] = []
-        for sentences, vector in zip(statements, whole, strict=True):
-            vectors = self.terms.embed_documents(sentences) if sentences else []
-            terms = [query_terms & set(v.indices.tolist()) for v in vectors]
+        for sentences, vector in zip(statements, vectors, strict=True):
+            terms = (
+                [set(v.indices.tolist()) for v in self.terms.embed_documents(sentences)]
+                if sentences
+                else []
+            )
             found.append(list(zip(sentences, terms, strict=True)))
-            in_passages.append(query_terms & set(vector.indices.tolist()).union(*terms))
-        weight = _rarity(in_passages)
-        candidates: list[tuple[float, float, int, int, str]] = []
-        for number, sentences in enumerate(found, 1):
-            for position, (sentence, shared) in enumerate(sentences):
-                if shared:
-                    telling = sum(weight[term] for term in shared)
-                    # Among equals, the better passage, then the shorter sentence (fewer words
-                    # that do not bear on the question).
-                    score = telling / (1 + 0.15 * (number - 1)) - 1e-4 * len(sentence)
-                    rarest = max(weight[term] for term in shared)
-                    candidates.append((score, rarest, number, position, sentence))
-        if not candidates:
+            in_passages.append(set(vector.indices.tolist()).union(*terms))
+        weight = _rarity([terms & every for terms in in_passages])
+        chosen: dict[tuple[int, int], str] = {}
+        missing: list[str] = []
+        for part in question_parts(question):
+            terms = question_terms(part, self.terms)
+            # What the part is about: its own names, else the question's (…and how far is
+            # its light visible?), else what the conversation was about, else its topic.
+            about = (
+                terms.names
+                or whole.names
+                or (context.names | context.topic if previous and not whole.topic else None)
+                or whole.topic
+            )
+            asked = terms.asked - about or terms.names or terms.topic or context.asked
+            found_part = Asked(about, asked, terms.focus, has_cjk(part), context.all)
+            answers = found_part.answers(found, in_passages, weight)
+            if not answers:
+                missing.append(part)
+            limit = max(self.sentences - len(chosen), 1)
+            for number, position, sentence in answers[:limit]:
+                chosen[number, position] = sentence
+        if not chosen:
             return
-        candidates.sort(key=lambda item: -item[0])
-        best, rarest = candidates[0][:2]
-        if len(passages) > 1 and rarest <= _idf(len(passages), len(passages)):
-            return  # it shares only terms every passage has: no clue it answers
-        chosen = [item for item in candidates if item[0] >= _SHARE_OF_BEST * best]
-        chosen = chosen[: self.sentences]
-        chosen.sort(key=lambda item: (item[2], item[3]))  # reading order: passage, position
-        yield phrases(question)["lead"] + "\n\n"
-        for *_, number, _, sentence in chosen:
+        words = phrases(question)
+        yield words["lead"] + "\n\n"
+        for (number, _), sentence in sorted(chosen.items()):  # reading order
             yield f"- {quoted(sentence)} [{number}]\n"
+        for part in missing:
+            yield "- " + words["missing"].format(part=part.rstrip("?？。. ")) + "\n"
 
 
-_SHARE_OF_BEST = 0.5  # of the best sentence's score, that another sentence needs to be quoted
+def _referred_to(question: str, history: Sequence[Message]) -> str:
+    """The question before, when this one refers back to it; else nothing."""
+    if not refers_back(question):
+        return ""
+    return next((m["content"] for m in reversed(history) if m["role"] == "user"), "")
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """One part of a question: the terms it is ``about`` (a passage must hold them all), those
+    it ``asks`` (the passage at least half of them, more than half in Chinese, where a
+    ``focus`` cannot tell what is asked; a sentence one of them), the ``focus`` an answering
+    sentence holds, and the conversation's terms, which tell equal sentences apart."""
+
+    about: frozenset[int]
+    asks: frozenset[int]
+    focus: frozenset[int]
+    unspaced: bool
+    context: frozenset[int]
+
+    def bears_on(self, terms: set[int]) -> bool:
+        if not self.about <= terms or not self.asks:
+            return False
+        covered = len(self.asks & terms) / len(self.asks)
+        return covered > 0.5 if self.unspaced else covered >= 0.5
+
+    def answers(
+        self,
+        found: list[list[tuple[str, set[int]]]],
+        in_passages: list[set[int]],
+        weight: dict[int, float],
+    ) -> list[tuple[int, int, str]]:
+        """The sentences that answer it, as (passage number, position, sentence): the best
+        first, then those that tell about as much."""
+        scored: list[tuple[float, int, int, str]] = []
+        for number, (sentences, terms) in enumerate(zip(found, in_passages, strict=True), 1):
+            if not self.bears_on(terms):
+                continue
+            for position, (sentence, shared) in enumerate(sentences):
+                telling = [weight.get(term, 0.0) for term in self.asks & shared]
+                if not telling or not self.focus <= shared:
+                    continue  # it asks nothing of this sentence, or not what it asks for
+                # What it asks counts most; what it is about and the conversation's terms tell
+                # equals apart; then the better passage, then the shorter sentence.
+                bearing = sum(
+                    weight.get(term, 0.0) for term in (self.about | self.context) & shared
+                )
+                score = (sum(telling) + 0.25 * bearing) / (1 + 0.15 * (number - 1))
+                scored.append((score - 1e-4 * len(sentence), number, position, sentence))
+        if not scored:
+            return []
+        scored.sort(key=lambda item: -item[0])
+        best = scored[0][0]
+        return [item[1:] for item in scored if item[0] >= _SHARE_OF_BEST * best]
+
+
+_SHARE_OF_BEST = 0.5  # of a part's best sentence's score, that another sentence needs
 
 
 def _statements(passage: Candidate) -> list[str]:
