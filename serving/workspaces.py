@@ -91,7 +91,7 @@ class ServedWorkspaces:
         may do ``action`` in it. Every request asks: no listing of all workspaces unless it
         names none. A workspace the user may not use is refused as one that is not."""
         if LEAST_ROLE[action] is Role.ADMIN:  # of the installation: before any workspace
-            self._require(user, action)
+            self.require(user, action)
         if workspace_id is None:
             if user.may_use(DEFAULT_WORKSPACE):
                 chosen = DEFAULT_WORKSPACE
@@ -110,7 +110,7 @@ class ServedWorkspaces:
             )
         return chosen
 
-    def _require(self, user: User, action: Action) -> None:
+    def require(self, user: User, action: Action) -> None:
         """Refuse an action of the installation (no workspace's) that the user may not do."""
         if not user.may(action):
             raise self._refused(user, action, f"{user.name} may not {action}")
@@ -160,7 +160,7 @@ class ServedWorkspaces:
     # -- managing them -----------------------------------------------------------------------
 
     def create(self, user: User, name: str) -> Workspace:
-        self._require(user, Action.MANAGE_WORKSPACES)
+        self.require(user, Action.MANAGE_WORKSPACES)
         return create_workspace(self.settings, name)
 
     def rename(self, user: User, workspace_id: str, name: str) -> Workspace:

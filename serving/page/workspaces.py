@@ -135,8 +135,9 @@ class WorkspaceCards(Handlers):
         """Rename the workspace whose card's Rename was chosen: the workspace dropdown, the
         changes counted, nothing being renamed, the name box hidden."""
         user = self.signed_in(request)
-        if target:
-            with _refusals():
+        with _refusals():
+            self.workspaces.require(user, Action.MANAGE_WORKSPACES)
+            if target:
                 self.workspaces.rename(user, target, name)
         return self._listing(user, current)[0], changes + 1, *keep()
 
@@ -159,8 +160,9 @@ class WorkspaceCards(Handlers):
         """Delete the workspace confirmed: the dropdown (none open if it was), the search
         box, the changes counted, nothing awaiting confirmation."""
         user = self.signed_in(request)
-        if doomed:
-            with _refusals():
+        with _refusals():
+            self.workspaces.require(user, Action.MANAGE_WORKSPACES)
+            if doomed:
                 self.workspaces.delete(user, doomed)
         return *self._listing(user, current), changes + 1, None, gr.Column(visible=False)
 
