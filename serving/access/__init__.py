@@ -21,11 +21,13 @@ user, who may use every workspace.
 What each role may do, and the action of each route and event of the page, are one table
 (``permissions``); a refusal is one line in the log (``refusals``). The parts: the users as the
 settings store them (``users``), the authenticator that tells who is asking
-(``authenticator``), its count of wrong passwords (``throttle``) and its browser sessions
-(``sessions``), the sign-in form (``sign_in``), and the middleware at the door (``middleware``).
+(``authenticator``), its count of wrong passwords (``throttle``), its browser sessions
+(``sessions``) and the browsers that signed in before (``devices``), the sign-in form
+(``sign_in``), and the middleware at the door (``middleware``).
 """
 
 from serving.access.authenticator import Authenticator
+from serving.access.devices import DEVICE_COOKIE, DEVICE_DAYS, DeviceCookies
 from serving.access.middleware import (
     PAGE_HEADERS,
     AccessMiddleware,
@@ -59,6 +61,8 @@ from serving.access.users import (
 )
 
 __all__ = [
+    "DEVICE_COOKIE",
+    "DEVICE_DAYS",
     "HTTP_ROUTES",
     "LEAST_ROLE",
     "LOCAL_USER",
@@ -72,6 +76,7 @@ __all__ = [
     "AccessMiddleware",
     "Action",
     "Authenticator",
+    "DeviceCookies",
     "Receive",
     "Role",
     "Send",
