@@ -46,6 +46,7 @@ GRANTS = {
     "governor": {"workspaces": [WORKSPACE], "govern": [WORKSPACE]},
     "outsider": {"workspaces": ["client-b"]},
     "admin": {"workspaces": ["*"], "govern": ["*"]},
+    "stranger": {"workspaces": ["client-b"]},  # refused in the log test alone
 }
 # What a refusal says (serving.workspaces, the door): anything else got past the check.
 _REFUSED = re.compile(r"may not |no workspace '|may use no workspace|sign in")
@@ -71,6 +72,7 @@ class Served:
     chunks: dict[str, str]  # workspace -> a chunk id of its document
     documents: dict[str, str]  # workspace -> that document's id
     auth: dict[str, dict[str, Any]] = field(default_factory=dict)  # persona -> httpx options
+    stranger: dict[str, Any] = field(default_factory=dict)  # another workspace's user's
 
 
 @pytest.fixture(scope="module")
@@ -103,10 +105,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     }
     with BackgroundServer(load_settings(home)) as server:
         served = Served(server.url, route_paths(server.app), chunks, documents)
-        served.auth = {"anonymous": {}} | {
+        bearers = {
             name: {"headers": {"Authorization": f"Bearer {token}"}}
             for name, token in tokens.items()
         }
+        served.auth = {name: bearers.get(name, {}) for name in PERSONAS}
+        served.stranger = bearers["stranger"]
         yield served
 
 
@@ -273,3 +277,59 @@ def test_a_route_or_event_the_table_does_not_list_stops_the_server_from_starting
         APIRouter(route_class=_Guarded).get("/api/new")(lambda: None)
     with pytest.raises(Unlisted, match="'export_everything'"):
         check_listed(["/api/search"], ["ask", "show_passage_3", "export_everything"])
+
+
+def test_gradio_clients_ask_needs_the_question_alone(served: Served) -> None:
+    from gradio_client import Client
+
+    client = Client(served.url + "/", verbose=False, **served.auth["reader"])
+    try:
+        chat, *_ = client.predict("What is the zebrafish protocol?", api_name="/ask")
+    finally:
+        client.close()
+    assert chat[-1]["role"] == "assistant" and "zebrafish" in str(chat[-1]["content"]).lower()
+
+
+def test_a_refused_call_is_one_log_line_and_a_flood_of_them_is_counted(
+    served: Served, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from gradio_client import Client
+    from gradio_client.exceptions import AppError
+
+    client = Client(served.url + "/", verbose=False, **served.stranger)
+    try:
+        with caplog.at_level("WARNING", logger="rag_pipeline.serving.access"):
+            for _ in range(8):
+                with pytest.raises(AppError, match="no workspace 'default' for stranger"):
+                    client.predict("zebrafish?", WORKSPACE, api_name="/ask")
+    finally:
+        client.close()
+    lines = [r.getMessage() for r in caplog.records if "refused stranger" in r.getMessage()]
+    assert lines[0] == "refused stranger: ask: no workspace 'default' for stranger"
+    assert len(lines) == 5 and lines[-1].endswith(
+        "(further refusals this minute counted, not logged)"
+    )
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_refusals_beyond_the_minutes_few_are_said_as_a_count_when_the_minute_ends(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from serving.access.refusals import RefusalLog
+
+    now = [0.0]
+    log = RefusalLog(most=2, window=60.0, clock=lambda: now[0])
+    with caplog.at_level("WARNING", logger="rag_pipeline.serving.access"):
+        for _ in range(7):
+            log.refused("mallory", "ask", "no workspace 'default' for mallory")
+        log.refused("trent", "upload", "trent may not upload into Default")  # another caller
+        now[0] = 61.0
+        log.refused("mallory", "ask", "no workspace 'default' for mallory")
+    said = [r.getMessage() for r in caplog.records]
+    assert [line.split(":")[0] for line in said] == [
+        "refused mallory",
+        "refused mallory",
+        "refused trent",
+        "refused mallory 5 more times in 60 s (not logged)",
+        "refused mallory",
+    ]

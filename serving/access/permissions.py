@@ -68,7 +68,6 @@ HTTP_ROUTES: dict[str, Action] = {
     "/api/openapi.json": Action.USE_PAGE,
     "/docs/oauth2-redirect": Action.USE_PAGE,  # FastAPI's, for its API docs
     "/redoc": Action.USE_PAGE,
-    "/mcp": Action.ASK,
     "/": Action.USE_PAGE,
 }
 
