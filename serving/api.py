@@ -36,7 +36,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.routing import APIRoute
 
 from rag_pipeline.catalog import DocumentRecord
-from serving.access import User
+from serving.access import HTTP_ROUTES, Action, Unlisted, User
 from serving.assistant import Assistant
 from serving.preview import PreviewError, cited_picture, preview, source_file
 from serving.retrieval import QueryError
@@ -61,7 +61,15 @@ _PICTURE_TYPES = {
 
 
 class _Guarded(APIRoute):
-    """A route whose every response, refusals included, carries :data:`SAFE_HEADERS`."""
+    """A route whose every response, refusals included, carries :data:`SAFE_HEADERS`, and
+    whose action is the one the permission table lists for its path (a route it does not list
+    is not made)."""
+
+    def __init__(self, path: str, *arguments: Any, **options: Any) -> None:
+        if path not in HTTP_ROUTES:
+            raise Unlisted(f"{path} is not in serving.access.permissions.HTTP_ROUTES")
+        super().__init__(path, *arguments, **options)
+        self.action: Action = HTTP_ROUTES[path]
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
@@ -91,12 +99,14 @@ def api_routes(workspaces: ServedWorkspaces) -> APIRouter:
 
     def asked(request: Request, workspace: str | None) -> tuple[Assistant, User]:
         """The assistant of the workspace a request names (default: the user's first), and
-        the user; 404 for a workspace the user may not use, as for one that is not."""
+        the user, if they may do the route's action there; 404 for a workspace the user may
+        not use, as for one that is not."""
         user = workspaces.authenticator.user(request.headers)
         if user is None:  # the middleware lets none of these through
             raise HTTPException(status_code=401, detail="sign in first")
+        action = request.scope["route"].action
         try:
-            return workspaces.assistant(user, workspace), user
+            return workspaces.assistant(user, workspace, action), user
         except NotAllowed as error:
             raise HTTPException(status_code=404, detail=str(error)) from error
 
@@ -123,7 +133,7 @@ def api_routes(workspaces: ServedWorkspaces) -> APIRouter:
         only to one who may govern it); what the preview module refuses is a 404."""
         assistant, user = asked(request, workspace)
         try:
-            return show(assistant, user.may_govern(assistant.settings.workspace))
+            return show(assistant, user.may(Action.SEE_OFFLINE, assistant.settings.workspace))
         except PreviewError as error:
             raise HTTPException(status_code=404, detail=str(error)) from error
 

@@ -11,14 +11,15 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from types import TracebackType
 
 import uvicorn
 from fastapi import FastAPI
-from starlette.routing import Mount
+from starlette.routing import BaseRoute, Mount
 
 from rag_pipeline.config import Settings
-from serving.access import AccessMiddleware, check_binding, sign_in_routes
+from serving.access import AccessMiddleware, check_binding, check_listed, sign_in_routes
 from serving.api import api_routes
 from serving.page import PAGE_CSS, build_page, gr
 from serving.workspaces import ServedWorkspaces
@@ -41,7 +42,7 @@ def build_app(workspaces: ServedWorkspaces) -> FastAPI:
     # server, which it would copy for the handler) only once it counts itself launched, which a
     # mounted page never does.
     page.has_launched = True
-    return gr.mount_gradio_app(
+    app = gr.mount_gradio_app(
         app,
         page,
         path="/",
@@ -52,6 +53,29 @@ def build_app(workspaces: ServedWorkspaces) -> FastAPI:
         footer_links=["api"],
         theme=gr.themes.Default(font=["system-ui", "sans-serif"]),  # no web fonts: offline
     )
+    # Every route and event says who may use it (serving.access.permissions), or none is served.
+    check_listed(route_paths(app), page_events(page))
+    return app
+
+
+def route_paths(app: FastAPI) -> list[str]:
+    """The paths of the app's routes, those of the routers it includes too (none is included
+    under a prefix), the page's mount as "/"."""
+
+    def paths(routes: list[BaseRoute]) -> Iterator[str]:
+        for route in routes:
+            included = getattr(route, "original_router", None)  # FastAPI's include_router
+            if included is not None:
+                yield from paths(included.routes)
+            else:
+                yield getattr(route, "path", "") or "/"
+
+    return list(paths(app.routes))
+
+
+def page_events(page: gr.Blocks) -> list[str]:
+    """The API names of the page's events that run Python (public and private alike)."""
+    return [fn.api_name for fn in page.fns.values() if fn.fn is not None and fn.api_name]
 
 
 # How long requests under way (an answer being written) may take to end once `serve` is told to

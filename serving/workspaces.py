@@ -27,7 +27,8 @@ from rag_pipeline.workspaces import (
     rename_workspace,
     workspace_exists,
 )
-from serving.access import Authenticator, User
+from serving.access import LEAST_ROLE, Action, Authenticator, Role, User
+from serving.access.refusals import RefusalLog
 from serving.assistant import Assistant
 from serving.governance import Standing, cited_standing, set_cited_availability
 from serving.history import History
@@ -78,34 +79,62 @@ class ServedWorkspaces:
         self._assistants: dict[str, Assistant] = {}
         self._lock = threading.Lock()
         self._uploads = Uploads(settings)
+        self._refusals = RefusalLog()
 
     # -- which workspaces --------------------------------------------------------------------
 
     def visible(self, user: User) -> list[Workspace]:
-        return [w for w in list_workspaces(self.settings) if user.may_use(w.id)]
+        return [w for w in list_workspaces(self.settings) if user.may(Action.ASK, w.id)]
 
-    def _chosen(self, user: User, workspace_id: str | None) -> str:
+    def _chosen(self, user: User, workspace_id: str | None, action: Action = Action.ASK) -> str:
         """The id of the workspace a request names (default: the user's first), if the user
-        may use it. Every request asks: no listing of all workspaces unless it names none."""
+        may do ``action`` in it. Every request asks: no listing of all workspaces unless it
+        names none. A workspace the user may not use is refused as one that is not."""
+        if LEAST_ROLE[action] is Role.ADMIN:  # of the installation: before any workspace
+            self.require(user, action)
         if workspace_id is None:
             if user.may_use(DEFAULT_WORKSPACE):
-                return DEFAULT_WORKSPACE
-            visible = self.visible(user)
-            if not visible:
-                raise NotAllowed(f"{user.name} may use no workspace yet")
-            return visible[0].id
-        if not user.may_use(workspace_id) or not workspace_exists(self.settings.root, workspace_id):
-            raise NotAllowed(f"no workspace {workspace_id!r} for {user.name}")
-        return workspace_id
+                chosen = DEFAULT_WORKSPACE
+            elif visible := self.visible(user):
+                chosen = visible[0].id
+            else:
+                raise self._refused(user, action, f"{user.name} may use no workspace yet")
+        elif user.may_use(workspace_id) and workspace_exists(self.settings.root, workspace_id):
+            chosen = workspace_id
+        else:
+            raise self._refused(user, action, f"no workspace {workspace_id!r} for {user.name}")
+        if not user.may(action, chosen):
+            name = open_workspace(self.settings, chosen).name
+            raise self._refused(
+                user, action, f"{user.name} may not {action.format(workspace=name)}"
+            )
+        return chosen
 
-    def workspace(self, user: User, workspace_id: str | None) -> Workspace:
+    def require(self, user: User, action: Action) -> None:
+        """Refuse an action of the installation (no workspace's) that the user may not do."""
+        if not user.may(action):
+            raise self._refused(user, action, f"{user.name} may not {action}")
+
+    def _refused(self, user: User, action: Action, why: str) -> NotAllowed:
+        """The refusal of ``action`` to the user, logged (one line; a flood of them counted)."""
+        self._refusals.refused(user.name, action.name.lower(), why)
+        return NotAllowed(why)
+
+    def workspace(
+        self, user: User, workspace_id: str | None, action: Action = Action.ASK
+    ) -> Workspace:
+        """The workspace a request names, if the user may do ``action`` in it."""
         try:
-            return open_workspace(self.settings, self._chosen(user, workspace_id))
+            return open_workspace(self.settings, self._chosen(user, workspace_id, action))
         except WorkspaceError as error:  # deleted meanwhile
             raise NotAllowed(str(error)) from error
 
-    def assistant(self, user: User, workspace_id: str | None) -> Assistant:
-        chosen = self._chosen(user, workspace_id)
+    def assistant(
+        self, user: User, workspace_id: str | None, action: Action = Action.ASK
+    ) -> Assistant:
+        """The assistant of the workspace a request names, if the user may do ``action`` in
+        it."""
+        chosen = self._chosen(user, workspace_id, action)
         with self._lock:
             opened = self._assistants.get(chosen)
         return opened or self._assistant(self.workspace(user, chosen))
@@ -130,21 +159,15 @@ class ServedWorkspaces:
 
     # -- managing them -----------------------------------------------------------------------
 
-    @staticmethod
-    def may_manage(user: User) -> bool:
-        """Creating, renaming and deleting workspaces is for users granted all of them."""
-        return user.may_use("*")
-
     def create(self, user: User, name: str) -> Workspace:
-        self._require_manager(user)
+        self.require(user, Action.MANAGE_WORKSPACES)
         return create_workspace(self.settings, name)
 
     def rename(self, user: User, workspace_id: str, name: str) -> Workspace:
-        self._require_manager(user)
-        return rename_workspace(self.workspace(user, workspace_id), name)
+        return rename_workspace(self.workspace(user, workspace_id, Action.MANAGE_WORKSPACES), name)
 
     def contents(self, user: User, workspace_id: str) -> Contents:
-        workspace = self.workspace(user, workspace_id)
+        workspace = self.workspace(user, workspace_id, Action.MANAGE_WORKSPACES)
         with self._lock:
             assistant = self._assistants.get(workspace.id)
         history = assistant.history if assistant else History(workspace.home)
@@ -161,8 +184,7 @@ class ServedWorkspaces:
 
     def deletable(self, user: User, workspace_id: str) -> Workspace:
         """The workspace, if the user may delete it: never the default one."""
-        self._require_manager(user)
-        workspace = self.workspace(user, workspace_id)
+        workspace = self.workspace(user, workspace_id, Action.MANAGE_WORKSPACES)
         if workspace.id == DEFAULT_WORKSPACE:
             raise NotAllowed("the default workspace cannot be deleted")
         return workspace
@@ -179,10 +201,6 @@ class ServedWorkspaces:
             raise WorkspaceError(
                 f"{workspace.name} is being indexed: delete it once the run ends"
             ) from error
-
-    def _require_manager(self, user: User) -> None:
-        if not self.may_manage(user):
-            raise NotAllowed(f"{user.name} may not create, rename or delete workspaces")
 
     # -- what search may find --------------------------------------------------------------
 
@@ -203,10 +221,7 @@ class ServedWorkspaces:
 
     def _governed(self, user: User, workspace_id: str) -> Workspace:
         """The workspace, if the user may govern it."""
-        workspace = self.workspace(user, workspace_id)
-        if not user.may_govern(workspace.id):
-            raise NotAllowed(f"{user.name} may not take documents out of search here")
-        return workspace
+        return self.workspace(user, workspace_id, Action.GOVERN)
 
     # -- uploads -----------------------------------------------------------------------------
 
@@ -224,13 +239,12 @@ class ServedWorkspaces:
         asked to (``replace``) and may. The copies are gone afterwards either way, even when
         the workspace itself is refused."""
         try:
-            workspace = self.workspace(user, workspace_id)
-            if not user.may_contribute(workspace.id):
-                raise NotAllowed(f"{user.name} may not upload into {workspace.name}")
+            workspace = self.workspace(user, workspace_id, Action.UPLOAD)
         except BaseException:
             discard(sent)
             raise
-        sender = Sender(user.name, governs=user.may_govern(workspace.id), replace=replace)
+        governs = user.may(Action.REPLACE_ANY, workspace.id)
+        sender = Sender(user.name, governs=governs, replace=replace)
         return self._uploads.receive(workspace, sent, sender)
 
     def indexing(self, workspace_id: str) -> bool:

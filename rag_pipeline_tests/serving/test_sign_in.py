@@ -20,8 +20,11 @@ from rag_pipeline.cli import main
 from rag_pipeline.config import load_settings, stored_settings, write_stored_settings
 from rag_pipeline_tests.conftest import ask_on_the_page, open_workspace, workspace_card
 from serving.access import (
+    DEVICE_COOKIE,
+    DEVICE_DAYS,
     SESSION_COOKIE,
     Authenticator,
+    DeviceCookies,
     Sessions,
     Throttle,
     Throttled,
@@ -241,13 +244,22 @@ def test_the_session_cookie_is_http_only_strict_expiring_and_secure_behind_tls(
     for headers, secure in (({}, False), ({"X-Forwarded-Proto": "https"}, True)):
         signed = _sign_in(url, "erin", "erin-password", "/?a=1", headers)
         assert signed.status_code == 303 and signed.headers["location"] == "/?a=1"
-        attributes = {
-            part.strip().partition("=")[0].lower(): part.strip().partition("=")[2]
-            for part in signed.headers["set-cookie"].split(";")[1:]
+        set_cookies = {
+            cookie.partition("=")[0]: {
+                part.strip().partition("=")[0].lower(): part.strip().partition("=")[2]
+                for part in cookie.split(";")[1:]
+            }
+            for cookie in signed.headers.get_list("set-cookie")
         }
-        assert attributes["max-age"] == str(12 * 3600) and attributes["path"] == "/"
-        assert attributes["samesite"].lower() == "strict" and "httponly" in attributes
-        assert ("secure" in attributes) is secure
+        # The session's, for every page; the device's, for the form alone (see DeviceCookies).
+        for cookie, age, path in (
+            (SESSION_COOKIE, 12 * 3600, "/"),
+            (DEVICE_COOKIE, DEVICE_DAYS * 86_400, "/sign-in"),
+        ):
+            attributes = set_cookies[cookie]
+            assert attributes["max-age"] == str(age) and attributes["path"] == path
+            assert attributes["samesite"].lower() == "strict" and "httponly" in attributes
+            assert ("secure" in attributes) is secure
         cookies = {SESSION_COOKIE: _session_token(signed)}
         search = httpx.get(url + "/api/search", params={"q": "kiwi"}, cookies=cookies, timeout=30)
         assert search.status_code == 200
@@ -352,8 +364,8 @@ def test_in_a_browser_the_form_signs_in_a_reload_stays_signed_in_and_sign_out_en
     page.wait_for_url(url + "/")
     who = page.locator("#signed-in")
     expect(who).to_contain_text("Signed in as erin", timeout=30_000)
-    [cookie] = context.cookies()
-    assert cookie["name"] == SESSION_COOKIE and cookie["httpOnly"] is True
+    cookie = {c["name"]: c for c in context.cookies()}[SESSION_COOKIE]
+    assert cookie["httpOnly"] is True
     assert cookie["sameSite"] == "Strict" and cookie["secure"] is False
     assert 11.9 * 3600 < cookie["expires"] - time.time() <= 12 * 3600
 
@@ -376,7 +388,8 @@ def test_in_a_browser_the_form_signs_in_a_reload_stays_signed_in_and_sign_out_en
     page.locator("#sign-out").click()
     page.wait_for_url(url + "/sign-in?signed-out=1")
     expect(page.get_by_role("status")).to_have_text("You are signed out.")
-    assert context.cookies() == []
+    # The session ends; the browser stays known to the form (its device cookie).
+    assert [c["name"] for c in context.cookies()] == [DEVICE_COOKIE]
     page.goto(url + "/")
     assert page.url == f"{url}/sign-in?next=%2F"
     context.close()
@@ -384,3 +397,39 @@ def test_in_a_browser_the_form_signs_in_a_reload_stays_signed_in_and_sign_out_en
         url + "/api/search", params={"q": "kiwi"}, cookies={SESSION_COOKIE: cookie["value"]}
     )
     assert ended.status_code == 401
+
+
+def test_after_a_restart_a_guesser_cannot_hold_back_the_browser_that_signed_in_before(
+    tmp_path: Path,
+) -> None:
+    home, docs = tmp_path / "home", tmp_path / "docs"
+    docs.mkdir()
+    (docs / "kiwi.md").write_text("# Kiwi\n\nThe kiwi is a flightless bird.\n", encoding="utf-8")
+    assert main(["index", "--home", str(home), "--source", str(docs)]) == 0
+    add_user(home, "owner", "owner-password", ["*"])
+    with BackgroundServer(load_settings(home)) as server:
+        first = _sign_in(server.url, "owner", "owner-password")
+        assert first.status_code == 303
+        device = first.cookies[DEVICE_COOKIE]
+    with BackgroundServer(load_settings(home)) as restarted:  # nothing of the first in memory
+        guesses = [_sign_in(restarted.url, "owner", f"guess-{n}") for n in range(5)]
+        assert [guess.status_code for guess in guesses] == [401] * 5
+        without = _sign_in(restarted.url, "owner", "owner-password")
+        assert without.status_code == 429 and "retry-after" in without.headers
+        forged = {"Cookie": f"{DEVICE_COOKIE}={device[:-2]}xx"}
+        assert _sign_in(restarted.url, "owner", "owner-password", headers=forged).status_code == 429
+        held = {"Cookie": f"{DEVICE_COOKIE}={device}"}
+        signed = _sign_in(restarted.url, "owner", "owner-password", headers=held)
+        assert signed.status_code == 303 and SESSION_COOKIE in signed.cookies
+        # The cookie proves the browser, not the password: a wrong one is still refused.
+        assert _sign_in(restarted.url, "owner", "guess-6", headers=held).status_code == 401
+
+
+def test_a_device_cookie_for_another_name_or_expired_proves_nothing(tmp_path: Path) -> None:
+    now = [1000.0]
+    devices = DeviceCookies(b"k" * 32, clock=lambda: now[0])
+    value = devices.issue("owner", days=1)
+    assert devices.device(value) is not None and devices.device(value).name == "owner"
+    assert DeviceCookies(b"x" * 32).device(value) is None  # another home's key
+    now[0] += 86_401
+    assert devices.device(value) is None

@@ -18,18 +18,33 @@ name costs the same hashing as a known one, so timing tells no names. With nobod
 the server only binds to loopback (``check_binding``), and whoever reaches it is the local
 user, who may use every workspace.
 
-The parts: the users as the settings store them (``users``), the authenticator that tells who is
-asking (``authenticator``), its count of wrong passwords (``throttle``) and its browser sessions
-(``sessions``), the sign-in form (``sign_in``), and the middleware at the door (``middleware``).
+What each role may do, and the action of each route and event of the page, are one table
+(``permissions``); a refusal is one line in the log (``refusals``). The parts: the users as the
+settings store them (``users``), the authenticator that tells who is asking
+(``authenticator``), its count of wrong passwords (``throttle``), its browser sessions
+(``sessions``) and the browsers that signed in before (``devices``), the sign-in form
+(``sign_in``), and the middleware at the door (``middleware``).
 """
 
 from serving.access.authenticator import Authenticator
+from serving.access.devices import DEVICE_COOKIE, DEVICE_DAYS, DeviceCookies
 from serving.access.middleware import (
     PAGE_HEADERS,
     AccessMiddleware,
     Receive,
     Send,
     check_binding,
+)
+from serving.access.permissions import (
+    HTTP_ROUTES,
+    LEAST_ROLE,
+    OPEN_ROUTES,
+    PAGE_EVENTS,
+    Action,
+    Role,
+    Unlisted,
+    check_listed,
+    event_action,
 )
 from serving.access.sessions import SESSION_COOKIE, Sessions
 from serving.access.sign_in import SIGN_IN, SIGN_OUT, sign_in_routes
@@ -46,22 +61,34 @@ from serving.access.users import (
 )
 
 __all__ = [
+    "DEVICE_COOKIE",
+    "DEVICE_DAYS",
+    "HTTP_ROUTES",
+    "LEAST_ROLE",
     "LOCAL_USER",
+    "OPEN_ROUTES",
+    "PAGE_EVENTS",
     "PAGE_HEADERS",
     "SESSION_COOKIE",
     "SIGN_IN",
     "SIGN_OUT",
     "AccessError",
     "AccessMiddleware",
+    "Action",
     "Authenticator",
+    "DeviceCookies",
     "Receive",
+    "Role",
     "Send",
     "Sessions",
     "Throttle",
     "Throttled",
+    "Unlisted",
     "User",
     "add_user",
     "check_binding",
+    "check_listed",
+    "event_action",
     "hash_password",
     "remove_user",
     "sign_in_routes",

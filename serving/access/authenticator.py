@@ -24,6 +24,7 @@ from typing import TypeVar
 from starlette.requests import cookie_parser
 
 from rag_pipeline.config import SETTINGS_FILE, AccessSettings, load_settings
+from serving.access.devices import DeviceCookies
 from serving.access.sessions import SESSION_COOKIE, Sessions
 from serving.access.throttle import Throttle, Throttled
 from serving.access.users import LOCAL_USER, User, hash_password, token_hash, verify_password
@@ -52,6 +53,7 @@ class Authenticator:
         self._verified: dict[str, tuple[str, float]] = {}  # hash of the header -> user, when
         self._throttle = _throttle_of(self._access)
         self.sessions = Sessions()
+        self.devices = DeviceCookies.of_home(root)
         # Password hashing, one at a time and at a low CPU priority: guesses queue here, not on
         # the event loop, and take only the CPU that signed-in users leave.
         self._hashing = ThreadPoolExecutor(
@@ -145,12 +147,17 @@ class Authenticator:
             return None  # none, expired, or its user removed or given a new password since
         return User(session.name, grants)
 
-    def password_user(self, name: str, password: str, client: str = "") -> User | None:
+    def password_user(
+        self, name: str, password: str, client: str = "", device_cookie: str | None = None
+    ) -> User | None:
         """The user this name and password sign in (the sign-in form's check: slow, run it
         :meth:`off_loop`), None when they sign in nobody. Raises :class:`Throttled` for a try
-        that must wait."""
+        that must wait. ``device_cookie``: the browser's (:mod:`~serving.access.devices`);
+        one that signed this name in before waits only for its own wrong passwords."""
         credentials = base64.b64encode(f"{name}:{password}".encode()).decode()
-        return self._password(self.access, credentials, name, password, client)
+        device = self.devices.device(device_cookie)
+        known = f"device:{device.id}" if device is not None and device.name == name else None
+        return self._password(self.access, credentials, name, password, client, known)
 
     def start_session(self, user: User) -> str:
         """A new session for a user just signed in by password: its token, for the cookie."""
@@ -169,14 +176,22 @@ class Authenticator:
         return self._password(access, credentials, name, password, client)
 
     def _password(
-        self, access: AccessSettings, credentials: str, name: str, password: str, client: str
+        self,
+        access: AccessSettings,
+        credentials: str,
+        name: str,
+        password: str,
+        client: str,
+        known_device: str | None = None,
     ) -> User | None:
         """The password check, throttled, of HTTP Basic and the sign-in form alike;
-        ``credentials``: the Basic form of the name and password, remembered once right."""
+        ``credentials``: the Basic form of the name and password, remembered once right;
+        ``known_device``: the throttle's key of a browser that signed this name in before,
+        whose tries are counted and held back by it alone."""
         now = time.monotonic()
         remembered = self._remembered(credentials)
         throttle = self._throttle
-        keys = [f"user:{name}", f"client:{client}"]
+        keys = [known_device] if known_device else [f"user:{name}", f"client:{client}"]
         known_good = (
             remembered is not None
             and remembered[0] == name
@@ -198,7 +213,8 @@ class Authenticator:
                     "sign-in: wrong password for %r from %s; tries wait %.0f s", name, client, wait
                 )
             return None
-        throttle.succeeded(keys[:1])  # the name's count: the address's stays (see Throttle)
+        # The name's count (and the device's): the address's stays (see Throttle).
+        throttle.succeeded([f"user:{name}", *keys[:1]])
         with self._lock:
             if self._access is access:  # not a password the settings changed while it was hashed
                 self._verified[token_hash(credentials)] = (name, now)

@@ -4,8 +4,9 @@ A right name and password open a session (:class:`~serving.access.sessions.Sessi
 token the browser keeps in a cookie: ``HttpOnly``, ``SameSite=Strict``, ``Secure`` when the
 request came over TLS (directly or through a proxy saying so in ``X-Forwarded-Proto``), expiring
 after ``access.session_hours``. The password is checked as HTTP Basic's is: in the hashing
-thread, throttled per user name and client address. The middleware refuses a form posted from
-another site's page (its ``Origin`` check covers every unsafe method).
+thread, throttled per user name and client address, except for a browser whose device cookie
+(:mod:`~serving.access.devices`) shows it signed this name in before. The middleware refuses a
+form posted from another site's page (its ``Origin`` check covers every unsafe method).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from serving.access.authenticator import Authenticator
+from serving.access.devices import DEVICE_COOKIE, DEVICE_DAYS
 from serving.access.sessions import SESSION_COOKIE
 from serving.access.throttle import Throttled
 
@@ -75,8 +77,11 @@ def sign_in_routes(authenticator: Authenticator) -> APIRouter:
             return _form("/", "The form was too large.", status=413)
         name, password, back = (fields.get(key, "") for key in ("name", "password", "next"))
         client = request.client.host if request.client else ""
+        device = request.cookies.get(DEVICE_COOKIE)
         try:
-            user = await authenticator.off_loop(authenticator.password_user, name, password, client)
+            user = await authenticator.off_loop(
+                authenticator.password_user, name, password, client, device
+            )
         except Throttled as throttled:
             retry = {"Retry-After": str(max(1, math.ceil(throttled.seconds)))}
             return _form(back, f"{str(throttled).capitalize()}.", name, 429, retry)
@@ -88,6 +93,16 @@ def sign_in_routes(authenticator: Authenticator) -> APIRouter:
             authenticator.start_session(user),
             max_age=round(authenticator.access.session_hours * 3600),
             path="/",
+            secure=_over_tls(request),
+            httponly=True,
+            samesite="strict",
+        )
+        # This browser, known at the form from now on, across restarts (sent to the form alone).
+        signed_in.set_cookie(
+            DEVICE_COOKIE,
+            authenticator.devices.issue(user.name),
+            max_age=DEVICE_DAYS * 86_400,
+            path=SIGN_IN,
             secure=_over_tls(request),
             httponly=True,
             samesite="strict",

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_pipeline.config import UserSettings, stored_settings, write_stored_settings
+from serving.access.permissions import LEAST_ROLE, Action, Role
 
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1}
 
@@ -29,11 +30,31 @@ class User:
     def may_use(self, workspace: str) -> bool:
         return self.grants is None or self.grants.may_use(workspace)
 
-    def may_contribute(self, workspace: str) -> bool:
-        return self.grants is None or self.grants.may_contribute(workspace)
+    @property
+    def is_admin(self) -> bool:
+        """Granted every workspace (the local user is too): manages the workspaces."""
+        return self.may_use("*")
 
-    def may_govern(self, workspace: str) -> bool:
-        return self.grants is None or self.grants.may_govern(workspace)
+    def role(self, workspace: str) -> Role | None:
+        """The user's role in the workspace; None: they may not use it."""
+        if self.grants is None:
+            return Role.ADMIN
+        if not self.grants.may_use(workspace):
+            return None
+        if self.grants.may_govern(workspace):
+            return Role.GOVERNOR
+        return Role.CONTRIBUTOR if self.grants.may_contribute(workspace) else Role.READER
+
+    def may(self, action: Action, workspace: str | None = None) -> bool:
+        """Whether the user may do ``action`` in ``workspace`` (:data:`LEAST_ROLE`): managing
+        workspaces takes an admin; the rest, a role in the workspace at least the least one."""
+        least = LEAST_ROLE[action]
+        if least is Role.SIGNED_IN:
+            return True
+        if least is Role.ADMIN:
+            return self.is_admin
+        role = self.role(workspace) if workspace is not None else None
+        return role is not None and role >= least
 
 
 LOCAL_USER = User("local", None)

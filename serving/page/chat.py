@@ -15,6 +15,7 @@ import gradio as gr
 from rag_pipeline.availability import AvailabilityError
 from rag_pipeline.store import is_picture
 from rag_pipeline.store.schema import QueryFilter
+from serving.access import Action
 from serving.answer import Answer
 from serving.api import picture_url, preview_url
 from serving.assistant import Assistant, Source, cited_sources, file_url
@@ -70,7 +71,7 @@ class Chat(Handlers):
         last, the conversations listed, the evidence, the pictures among the passages, and the
         passage to preview: the first cited (none when nothing is)."""
         assistant, owner = self.serving(request, workspace_id)
-        governs = self.signed_in(request).may_govern(assistant.settings.workspace)
+        governs = self.signed_in(request).may(Action.SEE_OFFLINE, assistant.settings.workspace)
         text = (text or "").strip()
         if not text:
             yield history, "", conversation_id, *[gr.skip()] * 4
@@ -133,7 +134,7 @@ class Chat(Handlers):
         self, conversation_id: str | None, workspace_id: str | None, request: gr.Request
     ) -> tuple[Any, ...]:
         assistant, owner = self.serving(request, workspace_id)
-        governs = self.signed_in(request).may_govern(assistant.settings.workspace)
+        governs = self.signed_in(request).may(Action.SEE_OFFLINE, assistant.settings.workspace)
         return reopened(assistant, owner, conversation_id, workspace_id, governs=governs)
 
     def delete_conversation(
@@ -145,7 +146,7 @@ class Chat(Handlers):
         return [], None, "", None, conversation_choices(assistant, owner, None)
 
     def show_traces(self, workspace_id: str | None, request: gr.Request) -> Any:
-        assistant, owner = self.serving(request, workspace_id)
+        assistant, owner = self.serving(request, workspace_id, Action.SEE_TRACES)
         return assistant.history.traces(owner, 20)
 
     def show_citation(
@@ -170,9 +171,9 @@ class Chat(Handlers):
         if not target:
             return gr.HTML("", visible=False), "", None, *offered(None)
         chunk_id, page = cited_passage(target)
-        assistant, _ = self.serving(request, workspace_id)
+        assistant, _ = self.serving(request, workspace_id, Action.READ_FILE)
         user = self.signed_in(request)
-        may_govern = user.may_govern(assistant.settings.workspace)
+        may_govern = user.may(Action.SEE_OFFLINE, assistant.settings.workspace)
         standing = None
         if may_govern:
             with suppress(AvailabilityError):  # changed since: its preview says so

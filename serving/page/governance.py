@@ -12,7 +12,7 @@ import gradio as gr
 from rag_pipeline.availability import AvailabilityError
 from rag_pipeline.catalog import Availability
 from serving.governance import Standing
-from serving.page.handlers import Handlers
+from serving.page.handlers import Handlers, refusal
 from serving.workspaces import NotAllowed
 
 
@@ -53,9 +53,9 @@ class Governance(Handlers):
         user = self.signed_in(request)
         try:
             standing = self.workspaces.standing(user, workspace_id or "", chunk_id)
-            refusal = standing.refusal(action.state, action.whole)
-            if refusal:
-                gr.Warning(refusal)
+            unchanged = standing.refusal(action.state, action.whole)
+            if unchanged:
+                gr.Warning(unchanged)
                 return
             if action.state == "active":  # whichever of the two is out of search
                 scopes = [whole for whole in (True, False) if standing.offline(whole)]
@@ -65,7 +65,9 @@ class Governance(Handlers):
                 self.workspaces.set_availability(
                     user, workspace_id or "", chunk_id, action.state, whole=whole
                 )
-        except (NotAllowed, AvailabilityError) as error:
+        except NotAllowed as error:
+            raise refusal(error) from error
+        except AvailabilityError as error:
             raise gr.Error(str(error)) from error
         what = "the document" if scopes[0] else "the passage"
         gr.Info(

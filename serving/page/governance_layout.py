@@ -55,6 +55,7 @@ def wire_governing(
                 governance.button(action),
                 [shown_chunk, workspace],
                 None,
+                api_name="govern",
                 api_visibility="private",
             )
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from serving.access import User
+from serving.access import Action, User
 from serving.assistant import Assistant
 from serving.workspaces import NotAllowed, ServedWorkspaces
 
@@ -20,13 +20,22 @@ class Handlers:
         headers = {k.lower(): v for k, v in request.headers.items()}
         user = self.workspaces.authenticator.user(headers)
         if user is None:  # the middleware lets nobody else through
-            raise gr.Error("sign in first")
+            raise gr.Error("sign in first", print_exception=False)
         return user
 
-    def serving(self, request: gr.Request, workspace_id: str | None) -> tuple[Assistant, str]:
-        """The chosen workspace's assistant and the user's name, if the user may use it."""
+    def serving(
+        self, request: gr.Request, workspace_id: str | None, action: Action = Action.ASK
+    ) -> tuple[Assistant, str]:
+        """The chosen workspace's assistant and the user's name, if the user may do
+        ``action`` in it."""
         user = self.signed_in(request)
         try:
-            return self.workspaces.assistant(user, workspace_id or None), user.name
+            return self.workspaces.assistant(user, workspace_id or None, action), user.name
         except NotAllowed as error:
-            raise gr.Error(str(error)) from error
+            raise refusal(error) from error
+
+
+def refusal(error: Exception) -> gr.Error:
+    """A refusal said on the page; the workspaces logged it in one line, so Gradio prints no
+    traceback of it."""
+    return gr.Error(str(error), print_exception=False)

@@ -127,6 +127,7 @@ def wire_home(
         cards.create,
         [home.created_name, home.listed],
         [workspace, home.search, home.listed, home.created_name, home.view, opened],
+        api_name="create_workspace",
         api_visibility="private",
         show_progress=QUIET,
     )
@@ -134,6 +135,7 @@ def wire_home(
         cards.delete,
         [home.doomed, workspace, home.listed],
         [workspace, home.search, home.listed, home.doomed, home.confirming],
+        api_name="delete_workspace",
         api_visibility="private",
         show_progress=QUIET,
     )
@@ -143,6 +145,7 @@ def wire_home(
             cards.rename,
             [home.renamed, home.new_name, workspace, home.listed],
             [workspace, home.listed, home.renamed, home.renaming],
+            api_name="rename_workspace",
             api_visibility="private",
             show_progress=QUIET,
         )

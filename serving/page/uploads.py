@@ -11,8 +11,9 @@ import gradio as gr
 from gradio.utils import get_upload_folder
 
 from rag_pipeline.stages import StageFiles
+from serving.access import Action
 from serving.assistant import Assistant
-from serving.page.handlers import Handlers
+from serving.page.handlers import Handlers, refusal
 from serving.page.render import counted, indexed_status, sources_html, uploads_html
 from serving.uploads import Upload
 from serving.workspaces import Documents, NotAllowed
@@ -45,7 +46,7 @@ class Uploads(Handlers):
                 self.signed_in(request), workspace_id or "", sent, replace=bool(replace)
             )
         except NotAllowed as error:
-            raise gr.Error(str(error)) from error
+            raise refusal(error) from error
         finally:
             _forget([path for _, path in sent], shared)
         received = [upload for upload in taken if upload.path]
@@ -79,7 +80,7 @@ class Uploads(Handlers):
 
     def _documents(self, assistant: Assistant, request: gr.Request) -> Documents:
         """The workspace's documents as the signed-in user sees them."""
-        governs = self.signed_in(request).may_govern(assistant.settings.workspace)
+        governs = self.signed_in(request).may(Action.SEE_OFFLINE, assistant.settings.workspace)
         return Documents.of(assistant.catalog, governs=governs)
 
     def _refreshed(self, workspace_id: str | None, request: gr.Request) -> tuple[Assistant, bool]:

@@ -117,6 +117,9 @@ def lay_out_workspace(settings: Settings) -> OpenedWorkspace:
             workspace = gr.Dropdown(
                 label="Workspace",
                 choices=[],
+                # "" (the user's first workspace) by default, so gradio_client's /ask and the
+                # other endpoints need no workspace named.
+                value="",
                 allow_custom_value=True,  # its choices are set per user; access is checked
                 elem_id="workspace",
                 scale=1,
@@ -169,8 +172,9 @@ def _lay_out_filters() -> Filters:
             documents=gr.Dropdown(label="Documents", multiselect=True, choices=[]),
             file_types=gr.CheckboxGroup(label="File types", choices=[]),
             languages=gr.CheckboxGroup(label="Languages", choices=LANGUAGES),
-            after=gr.Textbox(label="Modified after (YYYY-MM-DD)"),
-            before=gr.Textbox(label="Modified before (YYYY-MM-DD)"),
+            # "" by default, as every filter has one: gradio_client's /ask needs the question alone.
+            after=gr.Textbox("", label="Modified after (YYYY-MM-DD)"),
+            before=gr.Textbox("", label="Modified before (YYYY-MM-DD)"),
         )
 
 
@@ -250,13 +254,17 @@ def _pictures_hidden(opened: OpenedWorkspace, event: Any) -> Any:
     """``event``, then the pictures an earlier answer found hidden (they are not kept with a
     conversation, and may be of another workspace)."""
     event.then(
-        lambda: gr.HTML("", visible=False),
+        hide_pictures,
         None,
         opened.answers.pictures,
         api_visibility="private",
         show_progress="hidden",
     )
     return event
+
+
+def hide_pictures() -> Any:
+    return gr.HTML("", visible=False)
 
 
 def _previewing(opened: OpenedWorkspace, asking: Chat) -> Callable[[Any], None]:

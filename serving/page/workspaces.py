@@ -15,9 +15,9 @@ import gradio as gr
 
 from rag_pipeline.ids import DEFAULT_WORKSPACE
 from rag_pipeline.workspaces import Workspace, WorkspaceError
-from serving.access import User
+from serving.access import Action, User
 from serving.page.chat import conversation_choices, reopened
-from serving.page.handlers import Handlers
+from serving.page.handlers import Handlers, refusal
 from serving.page.render import card_html, deletion_html, indexed_status, signed_in_html
 from serving.page.uploads import Uploads
 from serving.workspaces import Documents, NotAllowed, ServedWorkspaces
@@ -66,7 +66,7 @@ class WorkspaceCards(Handlers):
         return (
             *self._listing(user, named),
             signed_in_html(user, signs_out=signs_out),
-            gr.Row(visible=self.workspaces.may_manage(user)),
+            gr.Row(visible=user.may(Action.MANAGE_WORKSPACES)),
             *_views(opened=opened),
             address.get(CONVERSATION_PARAMETER) if opened else None,
         )
@@ -95,7 +95,7 @@ class WorkspaceCards(Handlers):
                 "",
                 None,
             )
-        governs = user.may_govern(assistant.settings.workspace)
+        governs = user.may(Action.SEE_OFFLINE, assistant.settings.workspace)
         records = Documents.of(assistant.catalog, governs=governs).records.values()
         indexed = sorted(r.doc_id for r in records if r.indexed_version)
         types = sorted({r.file_type for r in records if r.indexed_version})
@@ -111,7 +111,7 @@ class WorkspaceCards(Handlers):
             gr.Dropdown(choices=indexed, value=[], multiselect=True),
             gr.CheckboxGroup(choices=types, value=[]),
             self.uploads.show_sources(workspace_id, request)[0],
-            gr.Column(visible=user.may_contribute(assistant.settings.workspace)),
+            gr.Column(visible=user.may(Action.UPLOAD, assistant.settings.workspace)),
             indexed_status(records),
             None,
         )
@@ -135,8 +135,9 @@ class WorkspaceCards(Handlers):
         """Rename the workspace whose card's Rename was chosen: the workspace dropdown, the
         changes counted, nothing being renamed, the name box hidden."""
         user = self.signed_in(request)
-        if target:
-            with _refusals():
+        with _refusals():
+            self.workspaces.require(user, Action.MANAGE_WORKSPACES)
+            if target:
                 self.workspaces.rename(user, target, name)
         return self._listing(user, current)[0], changes + 1, *keep()
 
@@ -159,8 +160,9 @@ class WorkspaceCards(Handlers):
         """Delete the workspace confirmed: the dropdown (none open if it was), the search
         box, the changes counted, nothing awaiting confirmation."""
         user = self.signed_in(request)
-        if doomed:
-            with _refusals():
+        with _refusals():
+            self.workspaces.require(user, Action.MANAGE_WORKSPACES)
+            if doomed:
                 self.workspaces.delete(user, doomed)
         return *self._listing(user, current), changes + 1, None, gr.Column(visible=False)
 
@@ -180,7 +182,7 @@ class WorkspaceCards(Handlers):
         it; for users who may manage workspaces, to rename it, or delete it (not the default
         one)."""
         user = self.signed_in(request)
-        manager = self.workspaces.may_manage(user)
+        manager = user.may(Action.MANAGE_WORKSPACES)
         shown = _found(_sorted(self.workspaces.visible(user), sort_by), wanted)
         with gr.Row(elem_id="workspace-cards", elem_classes="cards"):
             if not shown:
@@ -188,7 +190,7 @@ class WorkspaceCards(Handlers):
             for card in shown:
                 # Keyed: a click landing while the cards are drawn anew still counts.
                 with gr.Column(elem_classes="card", min_width=240, key=("card", card.id)):
-                    facts = card_html(card, governs=user.may_govern(card.id))
+                    facts = card_html(card, governs=user.may(Action.SEE_OFFLINE, card.id))
                     gr.HTML(facts, key=("facts", card.id))
                     gr.Button("Open", size="sm", variant="primary", key=("open", card.id)).click(
                         _opening(card.id),
@@ -252,7 +254,9 @@ def _refusals() -> Iterator[None]:
     """What the workspaces refuse, said on the page as they say it."""
     try:
         yield
-    except (WorkspaceError, NotAllowed) as error:
+    except NotAllowed as error:
+        raise refusal(error) from error
+    except WorkspaceError as error:
         raise gr.Error(str(error)) from error
 
 
