@@ -131,7 +131,7 @@ def sources_html(
     for doc_id, state in sorted(states.items()):
         download = (
             f" <a href='{file_url(doc_id, workspace_id)}' download class='download'>download</a>"
-            if doc_id in records
+            if doc_id in records and records[doc_id].state == "indexed"
             else ""
         )
         listed.setdefault(doc_id.split("/", 1)[0], []).append(
