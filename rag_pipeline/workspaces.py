@@ -13,6 +13,7 @@ import json
 import shutil
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,8 +38,12 @@ class Workspace:
     id: str
     name: str
     created: float | None
-    last_opened: float | None
+    opened_by: Mapping[str, float]  # when each user opened it last: what one sees of it
     settings: Settings
+
+    def last_opened(self, user: str) -> float | None:
+        """When ``user`` opened it last (None: never); others' openings are theirs."""
+        return self.opened_by.get(user)
 
     @property
     def home(self) -> Path:
@@ -98,7 +103,7 @@ def create_workspace(settings: Settings, name: str) -> Workspace:
     # Its own (empty) list of folders: the installation's belong to the default workspace.
     write_stored_settings(draft, {"sources": []})
     (draft / load_settings(settings.root, new_id).upload_folder.name).mkdir()
-    _describe(draft, {"name": name, "created": time.time(), "last_opened": None})
+    _describe(draft, {"name": name, "created": time.time(), "opened_by": {}})
     draft.rename(home)
     return _open(settings.root, new_id)
 
@@ -113,8 +118,13 @@ def rename_workspace(workspace: Workspace, name: str) -> Workspace:
     return _open(workspace.settings.root, workspace.id)
 
 
-def mark_opened(workspace: Workspace) -> None:
-    _describe(workspace.home, _description(workspace.home) | {"last_opened": time.time()})
+def mark_opened(workspace: Workspace, user: str) -> None:
+    """Remember that ``user`` opened the workspace now."""
+    described = _description(workspace.home)
+    described.pop("last_opened", None)  # anyone's last opening, kept before: not the user's
+    _describe(
+        workspace.home, described | {"opened_by": _opened_by(described) | {user: time.time()}}
+    )
 
 
 def delete_workspace(workspace: Workspace, *, wait_seconds: float = 60.0) -> None:
@@ -163,9 +173,14 @@ def _open(root: Path, id_: str, given: Settings | None = None) -> Workspace:
         id=id_,
         name=described.get("name") or (_DEFAULT_NAME if id_ == DEFAULT_WORKSPACE else id_),
         created=described.get("created"),
-        last_opened=described.get("last_opened"),
+        opened_by=_opened_by(described),
         settings=settings,
     )
+
+
+def _opened_by(described: dict[str, object]) -> dict[str, float]:
+    opened_by = described.get("opened_by")
+    return dict(opened_by) if isinstance(opened_by, dict) else {}
 
 
 def _description(home: Path) -> dict[str, object]:

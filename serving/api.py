@@ -5,7 +5,8 @@
 - ``GET /api/preview?chunk_id=…[&page=…]``: the cited page (by default the passage's first) as
   PNG with the passage highlighted (PDF), or the passage in its text as HTML (other formats);
 - ``GET /api/picture?chunk_id=…``: a picture chunk's picture as extracted (PNG);
-- ``GET /api/file?doc_id=…``: the original file, only for an indexed document inside a watched
+- ``GET /api/file?doc_id=…`` (or ``/api/file/<its file name>?doc_id=…``, the name only for a
+  browser to title its tab by): the original file, only for an indexed document inside a watched
   folder (``serving.preview.source_file``).
 
 Each takes ``workspace=<id>`` (default: the user's first workspace) and answers only within the
@@ -29,7 +30,7 @@ import html
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
@@ -175,9 +176,15 @@ def api_routes(workspaces: ServedWorkspaces) -> APIRouter:
                 detail="original files hold what redaction removes: not served while redaction "
                 "is on (redaction.serve_originals)",
             )
-        return source_file(assistant.settings, assistant.catalog, doc_id, offline_shown=governs)
+        record, path = source_file(
+            assistant.settings, assistant.catalog, doc_id, offline_shown=governs
+        )
+        if record.state != "indexed":  # a failed version's file is no indexed document's
+            raise PreviewError(f"{doc_id!r} is not indexed: its indexing failed")
+        return record, path
 
     @router.get("/api/file")
+    @router.get("/api/file/{name}")  # named for the tab a PDF opens in: the id decides
     def original_file(request: Request, doc_id: str, workspace: WorkspaceId = None) -> FileResponse:
         record, path = shown_to(
             request, workspace, lambda assistant, governs: original(assistant, doc_id, governs)
@@ -197,6 +204,17 @@ def preview_url(chunk_id: str, workspace_id: str | None, page: int | None = None
     """The route of a passage's page (``page``, by default its first) or picture, its passage
     marked."""
     return _route("/api/preview", chunk_id, workspace_id, {"page": page} if page else {})
+
+
+def original_url(
+    doc_id: str, file_name: str, workspace_id: str | None, page: int | None = None
+) -> str:
+    """The original file's route under its file name (a browser's PDF viewer titles its tab
+    by the last part of the path), opened at ``page`` (a PDF viewer's ``#page=``)."""
+    workspace = {"workspace": workspace_id} if workspace_id else {}
+    at = f"#page={page}" if page else ""
+    query = urlencode({"doc_id": doc_id, **workspace})
+    return f"/api/file/{quote(file_name, safe='')}?{query}{at}"
 
 
 def picture_url(chunk_id: str, workspace_id: str | None) -> str:

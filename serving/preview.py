@@ -49,6 +49,7 @@ class Preview:
     doc_id: str
     chunk_id: str
     page: int | None
+    pages: tuple[int, ...]  # every page the passage lies on, to step through
     pictured: bool  # shown on a picture: its PDF page, its image file, the picture it is
     png: bytes | None  # that picture, the passage marked on it, when asked to be drawn
     html: str  # the passage in context (for every format; the caption for PDFs)
@@ -143,7 +144,8 @@ def preview(
             png = render_picture(path, [] if is_picture(row) else boxes, hidden=hidden)
         else:
             png = picture_file(settings, row).read_bytes()
-    return Preview(row["doc_id"], chunk_id, page, pictured, png, context)
+    pages = passage_pages(row)
+    return Preview(row["doc_id"], chunk_id, page, pages, pictured, png, context)
 
 
 def cited_picture(
@@ -164,6 +166,14 @@ def passage_page(row: dict[str, Any], page: int | None) -> int | None:
     if row["page_start"] is None or not row["page_start"] <= page <= row["page_end"]:
         raise PreviewError(f"{row['chunk_id']!r} does not lie on page {page}")
     return page
+
+
+def passage_pages(row: dict[str, Any]) -> tuple[int, ...]:
+    """The pages a chunk (a catalog row) lies on, first to last; none for a file without
+    pages."""
+    if row["page_start"] is None:
+        return ()
+    return tuple(range(row["page_start"], row["page_end"] + 1))
 
 
 def picture_file(settings: Settings, row: dict[str, Any]) -> UPath:

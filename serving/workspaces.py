@@ -154,7 +154,7 @@ class ServedWorkspaces:
     def opened(self, user: User, workspace_id: str) -> Assistant:
         """The workspace's assistant, its opening remembered (the cards sort by it)."""
         workspace = self.workspace(user, workspace_id)
-        mark_opened(workspace)
+        mark_opened(workspace, user.name)
         return self._assistant(workspace)
 
     # -- managing them -----------------------------------------------------------------------

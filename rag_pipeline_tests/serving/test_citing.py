@@ -23,17 +23,17 @@ from serving.page.render import cited_passage, evidence_html, linked
 from serving.preview import PreviewError, preview
 
 OWNER = "local"
-_PAGES = (
+TWO_PAGES = (
     ["Chapter 1: The Orchard", "The Velmora orchard was planted in 1873 by Ilse Brandt."],
     ["Chapter 2: The Lighthouse", "The Quillon lighthouse stands 38 metres tall."],
 )
 
 
-def _index_guide(root: Path) -> None:
+def index_two_page_guide(root: Path) -> None:
     folder = root / "docs"
     folder.mkdir()
     document = pymupdf.open()
-    for lines in _PAGES:  # short pages: the chunker packs both into one passage
+    for lines in TWO_PAGES:  # short pages: the chunker packs both into one passage
         page = document.new_page(width=420, height=300)
         for number, line in enumerate(lines):
             page.insert_text((40, 40 + 20 * number), line, fontsize=11)
@@ -43,7 +43,7 @@ def _index_guide(root: Path) -> None:
 
 @pytest.fixture(scope="module")
 def guide(indexed_places: IndexedPlaces) -> Settings:
-    return load_settings(indexed_places.fresh("two-pages", _index_guide) / "home")
+    return load_settings(indexed_places.fresh("two-pages", index_two_page_guide) / "home")
 
 
 @pytest.fixture(scope="module")

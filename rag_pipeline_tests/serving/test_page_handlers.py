@@ -150,7 +150,7 @@ def test_a_cited_passage_offers_the_governing_buttons_to_a_governor_only(page: P
     for request, governs in ((page.reader, False), (page.manager, True)):
         image, caption, shown, governing, *_ = page.chat.show_chunk(request, "default", chunk)
         assert image.visible is False  # a text file: its passage, no page picture
-        assert caption.startswith("<p><b>docs/guide.md</b> · <a href='/api/file?doc_id=")
+        assert caption.startswith("<p><b>docs/guide.md</b> · <a href='/api/file/guide.md?doc_id=")
         assert "id='original-file'>open the original</a>" in caption
         assert shown == chunk and governing.visible is governs
     image, caption, shown, governing, *buttons = page.chat.show_chunk(page.manager, "default", None)
@@ -232,15 +232,15 @@ def test_the_pages_address_reopens_its_workspace_on_the_users_own_conversation(
     chat, shown, evidence, previewed, listed, *_, resumed = page.cards.choose_workspace(
         "default", conversation, page.reader
     )
-    assert [m["role"] for m in chat] == ["user", "assistant"]
-    assert chat[0]["content"] == "Where do herons stand?"
+    assert [m["role"] for m in chat.value] == ["user", "assistant"]
+    assert chat.value[0]["content"] == [{"text": "Where do herons stand?", "type": "text"}]
     assert (shown, listed.value, resumed) == (conversation, conversation, None)
     assert "guide.md" in evidence and previewed == asked[-1]
     # Another user's conversation is not theirs to reopen: a fresh chat.
     chat, shown, evidence, previewed, *_ = page.cards.choose_workspace(
         "default", conversation, page.manager
     )
-    assert (chat, shown, evidence, previewed) == ([], None, "", None)
+    assert (chat.value, shown, evidence, previewed) == ([], None, "", None)
 
 
 def _at(request: gr.Request, **address: str) -> gr.Request:
@@ -264,13 +264,13 @@ def test_a_card_says_how_long_ago_its_workspace_was_opened_in_words(page: Page) 
     page.cards.create("Opened", 0, page.manager)
     try:
         opened = find_workspace(page.workspaces.settings, "opened")
-        assert card_html(opened, governs=False).endswith(
-            "0 sources · 0 documents · not opened yet</div>"
+        assert card_html(opened, "manager", governs=False).endswith(
+            "no documents yet · not opened yet</div>"
         )
         page.cards.choose_workspace("opened", None, page.manager)
         opened = find_workspace(page.workspaces.settings, "opened")
-        assert card_html(opened, governs=False).endswith(
-            "0 sources · 0 documents · opened just now</div>"
+        assert card_html(opened, "manager", governs=False).endswith(
+            "no documents yet · opened just now</div>"
         )
     finally:  # the other tests' cards as they were
         page.cards.delete("opened", None, 0, page.manager)
@@ -335,7 +335,7 @@ def test_deleting_a_workspace_first_names_what_goes_with_it(page: Page) -> None:
     history = History(doomed.home)
     history.new_conversation("What is doomed?", "someone")
     history.close()
-    assert card_html(doomed, governs=False).endswith(  # its upload folder holds files: one source
+    assert card_html(doomed, "manager", governs=False).endswith(  # uploads held: a source
         "<div class='facts'>1 source · 0 documents · not opened yet</div>"
     )
 

@@ -126,6 +126,7 @@ def _http_probes(served: Served) -> dict[str, tuple[str, dict[str, str]]]:
         "/api/preview": ("/api/preview", {"chunk_id": chunk} | scoped),
         "/api/picture": ("/api/picture", {"chunk_id": chunk} | scoped),  # not one: a 404 past it
         "/api/file": ("/api/file", {"doc_id": document} | scoped),
+        "/api/file/{name}": ("/api/file/zebra.md", {"doc_id": document} | scoped),
         "/api/docs": ("/api/docs", {}),
         "/api/openapi.json": ("/api/openapi.json", {}),
         "/docs/oauth2-redirect": ("/docs/oauth2-redirect", {}),

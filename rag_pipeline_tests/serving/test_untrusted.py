@@ -52,7 +52,7 @@ def untrusted(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     two_column_pdf(source / "résumé.pdf")
     text_picture(source / "notice.png", ["Library closed on Monday"])
     (source / "guide.md").write_text("# Owls\n\nOwls hunt at night.", encoding="utf-8")
-    # pretend.png fails to index, and stays in the catalog: its file is served (as a download)
+    # pretend.png fails to index, and stays in the catalog: its file is not served at all
     assert main(["index", "--home", str(root / "home"), "--source", str(source)]) == 0
     limits = {"max_query_chars": MAX_QUERY_CHARS, "max_k": MAX_K, "max_upload_mb": MAX_UPLOAD_MB}
     return load_settings(root / "home", serving=limits)
@@ -78,9 +78,10 @@ def _assert_guarded(response: httpx.Response) -> None:
 
 @pytest.mark.parametrize(
     "doc_id",
-    ["docs/kingfishers.html", "docs/notes.pdf", "docs/pretend.png", "docs/guide.md"],
+    ["docs/kingfishers.html", "docs/notes.pdf", "docs/guide.md"],
 )
 def test_anything_but_a_true_pdf_or_picture_is_only_downloaded(served: str, doc_id: str) -> None:
+    assert _original(served, "docs/pretend.png").status_code == 404  # its indexing failed
     response = _original(served, doc_id)
     assert response.status_code == 200
     assert response.headers["content-type"] == "application/octet-stream"

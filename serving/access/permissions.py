@@ -63,6 +63,7 @@ HTTP_ROUTES: dict[str, Action] = {
     "/api/preview": Action.READ_FILE,
     "/api/picture": Action.READ_FILE,
     "/api/file": Action.READ_FILE,
+    "/api/file/{name}": Action.READ_FILE,  # the same, named for the tab a PDF opens in
     "/api/docs": Action.USE_PAGE,
     "/api/docs/oauth2-redirect": Action.USE_PAGE,
     "/api/openapi.json": Action.USE_PAGE,

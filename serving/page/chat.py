@@ -7,7 +7,7 @@ import html
 from collections.abc import Iterator
 from contextlib import suppress
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import gradio as gr
@@ -17,8 +17,8 @@ from rag_pipeline.store import is_picture
 from rag_pipeline.store.schema import QueryFilter
 from serving.access import Action
 from serving.answer import Answer
-from serving.api import picture_url, preview_url
-from serving.assistant import Assistant, Source, cited_sources, file_url
+from serving.api import original_url, picture_url, preview_url
+from serving.assistant import Assistant, Source, cited_sources
 from serving.governance import Standing
 from serving.page.governance import offered
 from serving.page.handlers import Handlers
@@ -30,7 +30,7 @@ from serving.page.render import (
     link_markers,
     linked,
 )
-from serving.preview import PreviewError, preview
+from serving.preview import Preview, PreviewError, preview
 from serving.retrieval import Candidate, QueryError
 
 
@@ -252,21 +252,46 @@ def _previewed(
         )
     except PreviewError as error:
         return gr.HTML("", visible=False), f"<p>{html.escape(str(error))}</p>"
-    link = file_url(shown.doc_id, workspace_id)
+    link = original_url(shown.doc_id, PurePosixPath(shown.doc_id).name, workspace_id, shown.page)
     where = f", page {shown.page}" if shown.page else ""
     caption = (
         f"<p><b>{html.escape(shown.doc_id)}</b>{where} · "
-        f"<a href='{link}' target='_blank' id='original-file'>open the original</a></p>"
+        f"<a href='{html.escape(link)}' target='_blank' id='original-file'>open the original</a>"
+        f"</p>{_page_steps(shown)}"
     )
     if not shown.pictured:
         return gr.HTML("", visible=False), caption + shown.html
     drawn = html.escape(preview_url(chunk_id, workspace_id, shown.page))
     title = html.escape(f"{shown.doc_id}{where}")
+    # A click zooms it in place (see workspace_layout); the link opens it alone in a tab.
     picture = (
-        f"<a href='{drawn}' target='_blank' title='open it alone'>"
+        f"<a href='{drawn}' target='_blank' title='click to zoom'>"
         f"<img src='{drawn}' alt='{title}'></a>"
     )
     return gr.HTML(picture, visible=True), caption + shown.html
+
+
+def _page_steps(shown: Preview) -> str:
+    """For a passage over several pages, the page shown among them, with links to the page
+    before and after (each a citation's target: the preview redraws at that page)."""
+    if len(shown.pages) < 2 or shown.page not in shown.pages:
+        return ""
+    at = shown.pages.index(shown.page)
+
+    def step(offset: int, label: str, name: str) -> str:
+        if not 0 <= at + offset < len(shown.pages):
+            return f"<span class='page-step' aria-disabled='true'>{label}</span>"
+        page = shown.pages[at + offset]
+        target = html.escape(cite_href({"chunk_id": shown.chunk_id, "page": page}))
+        return (
+            f"<a href='{target}' class='page-step' id='{name}' "
+            f"title='page {page}' aria-label='page {page}'>{label}</a>"
+        )
+
+    return (
+        f"<p class='pages'>{step(-1, '‹', 'previous-page')} page {shown.page} of the passage's "
+        f"pages {shown.pages[0]}–{shown.pages[-1]} {step(1, '›', 'next-page')}</p>"
+    )
 
 
 def _plain(history: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -29,7 +29,16 @@ PAGE_CSS = """
 /* Gradio's footer ends on a separator when it shows one link alone (Use via API). */
 footer > .divider:last-child { display: none; }
 .signed-in form { display: inline; margin-left: 0.6em; }
-.preview-image img { max-width: 100%; border: 1px solid var(--border-color-primary); }
+.preview-image img { max-width: 100%; border: 1px solid var(--border-color-primary);
+                     cursor: zoom-in; }
+/* The previewed page zoomed in place: over the whole window, at its drawn size. */
+.preview-image.zoomed { position: fixed; inset: 0; z-index: 1000; overflow: auto; margin: 0;
+                        padding: 1em; max-width: none; background: rgba(0, 0, 0, 0.8); }
+.preview-image.zoomed img { display: block; margin: 0 auto; max-width: none; cursor: zoom-out; }
+.preview .pages { margin: 0.2em 0; }
+.preview .page-step { display: inline-block; min-width: 1.6em; text-align: center;
+                      font-size: 1.2em; text-decoration: none; }
+.preview span.page-step { color: var(--body-text-color-subdued); opacity: 0.4; }
 .pictures { display: flex; flex-wrap: wrap; gap: 0.5em; }
 .pictures a { display: flex; flex-direction: column; width: 9em; font-size: 0.85em; }
 .pictures img { max-height: 8em; object-fit: contain; }

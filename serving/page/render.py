@@ -131,7 +131,7 @@ def sources_html(
     for doc_id, state in sorted(states.items()):
         download = (
             f" <a href='{file_url(doc_id, workspace_id)}' download class='download'>download</a>"
-            if doc_id in records
+            if doc_id in records and records[doc_id].state == "indexed"
             else ""
         )
         listed.setdefault(doc_id.split("/", 1)[0], []).append(
@@ -228,27 +228,46 @@ def time_ago(then: float, now: float) -> str:
     return "just now"
 
 
-def card_html(listed: Workspace, *, governs: bool) -> str:
+def card_html(listed: Workspace, user: str, *, governs: bool) -> str:
     """A workspace's card: name, sources (its upload folder once something was uploaded),
-    documents (those taken offline only for those who ``governs`` it), when last opened."""
+    documents (those taken offline only for those who ``governs`` it), when ``user`` opened it
+    last; "no documents yet" for a workspace with neither."""
     settings = listed.settings
-    sources = sum(
-        1
-        for folder in settings.watched_folders
-        if folder != settings.upload_folder or any(folder.iterdir())
+    sources = _sources(settings)
+    documents = indexed_documents(settings, governs=governs)
+    last_opened = listed.last_opened(user)
+    opened = f"opened {time_ago(last_opened, time.time())}" if last_opened else "not opened yet"
+    held = (
+        f"{counted(sources, 'source')} · {counted(documents, 'document')}"
+        if sources or documents
+        else "no documents yet"
     )
-    opened = (
-        f"opened {time_ago(listed.last_opened, time.time())}"
-        if listed.last_opened
-        else "not opened yet"
-    )
-    facts = (
-        f"{counted(sources, 'source')} · "
-        f"{counted(indexed_documents(settings, governs=governs), 'document')} · {opened}"
-    )
+    facts = html.escape(f"{held} · {opened}")
     return (
         f"<div class='name' data-workspace='{html.escape(listed.id)}'>"
-        f"{html.escape(listed.name)}</div><div class='facts'>{html.escape(facts)}</div>"
+        f"{html.escape(listed.name)}</div><div class='facts'>{facts}</div>"
+    )
+
+
+def _sources(settings: Settings) -> int:
+    """The folders a workspace watches, its upload folder once something was uploaded."""
+    folder = settings.upload_folder
+    return sum(1 for f in settings.watched_folders if f != folder or any(f.iterdir()))
+
+
+def adding_documents(settings: Settings, documents: int, *, may_contribute: bool) -> str | None:
+    """For a workspace with no documents and nothing to index, how to add some: for one who
+    ``may_contribute``, by uploading or by watching a folder; for others, whom to ask."""
+    if documents or _sources(settings):
+        return None
+    if not may_contribute:
+        return (
+            "**No documents here yet.** Ask someone who may contribute to this workspace "
+            "(or govern it) to add some."
+        )
+    return (
+        "**No documents here yet.** Upload files under *Sources*, or have the server watch a "
+        f"folder: `rag-pipeline sources add DIR --workspace {settings.workspace}`."
     )
 
 

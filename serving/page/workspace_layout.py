@@ -28,7 +28,9 @@ LANGUAGES = ["en", "zh", "ja", "ko", "fr", "de", "es", "it", "pt", "nl", "ru", "
 PICTURE_BUTTONS = ["download", "fullscreen"]
 
 # One listener for every citation link on the page (in answers, in the evidence list, a picture
-# found): it sends the cited chunk id to Python instead of following the link.
+# found, the preview's steps to a passage's other pages): it sends the cited chunk id to Python
+# instead of following the link. A plain click on the previewed page zooms it in place, and
+# another click or Escape zooms it out (a click with a modifier key opens it alone in a tab).
 _CITATION_CLICKS = f"""
 document.addEventListener('click', (event) => {{
   const link = event.target.closest('a[href^="{CITE_PREFIX}"]');
@@ -38,6 +40,17 @@ document.addEventListener('click', (event) => {{
   const chunk = decodeURIComponent(link.getAttribute('href').slice({len(CITE_PREFIX)}));
   trigger('select', {{index: 0, value: chunk}});
 }}, true);
+document.addEventListener('click', (event) => {{
+  const shown = event.target.closest('.preview-image');
+  if (!shown || event.ctrlKey || event.metaKey || event.shiftKey || event.button !== 0) return;
+  event.preventDefault();
+  shown.classList.toggle('zoomed');
+}}, true);
+document.addEventListener('keydown', (event) => {{
+  if (event.key === 'Escape') {{
+    document.querySelectorAll('.preview-image.zoomed').forEach((z) => z.classList.remove('zoomed'));
+  }}
+}});
 """
 
 # The open workspace and conversation written into the page's address (replacing it: Back
@@ -142,7 +155,8 @@ def lay_out_workspace(settings: Settings) -> OpenedWorkspace:
                 query_picture, find_similar = _lay_out_picture_search(settings)
             with gr.Column(scale=3):
                 answers = _lay_out_answers(settings)
-            with gr.Column(scale=2):
+            # As wide as the chat: a page's body text is readable there without a click.
+            with gr.Column(scale=3, min_width=420):
                 preview = _lay_out_preview()
         with gr.Accordion("Traces", open=False):
             refresh_traces = gr.Button("Show the last queries", size="sm")

@@ -18,7 +18,13 @@ from rag_pipeline.workspaces import Workspace, WorkspaceError
 from serving.access import Action, User
 from serving.page.chat import conversation_choices, reopened
 from serving.page.handlers import Handlers, refusal
-from serving.page.render import card_html, deletion_html, indexed_status, signed_in_html
+from serving.page.render import (
+    adding_documents,
+    card_html,
+    deletion_html,
+    indexed_status,
+    signed_in_html,
+)
 from serving.page.uploads import Uploads
 from serving.workspaces import Documents, NotAllowed, ServedWorkspaces
 
@@ -102,8 +108,13 @@ class WorkspaceCards(Handlers):
         chat, conversation, evidence, previewed = reopened(
             assistant, user.name, resumed, workspace_id, governs=governs
         )
+        how_to_add = adding_documents(
+            assistant.settings,
+            len(records),
+            may_contribute=user.may(Action.UPLOAD, assistant.settings.workspace),
+        )
         return (
-            chat,
+            gr.Chatbot(chat, placeholder=how_to_add or ""),  # shown while it is empty
             conversation,
             evidence,
             previewed,
@@ -183,14 +194,16 @@ class WorkspaceCards(Handlers):
         one)."""
         user = self.signed_in(request)
         manager = user.may(Action.MANAGE_WORKSPACES)
-        shown = _found(_sorted(self.workspaces.visible(user), sort_by), wanted)
+        shown = _found(_sorted(self.workspaces.visible(user), sort_by, user.name), wanted)
         with gr.Row(elem_id="workspace-cards", elem_classes="cards"):
             if not shown:
                 gr.Markdown("No workspace by that name." if wanted else "No workspace yet.")
             for card in shown:
                 # Keyed: a click landing while the cards are drawn anew still counts.
                 with gr.Column(elem_classes="card", min_width=240, key=("card", card.id)):
-                    facts = card_html(card, governs=user.may(Action.SEE_OFFLINE, card.id))
+                    facts = card_html(
+                        card, user.name, governs=user.may(Action.SEE_OFFLINE, card.id)
+                    )
                     gr.HTML(facts, key=("facts", card.id))
                     gr.Button("Open", size="sm", variant="primary", key=("open", card.id)).click(
                         _opening(card.id),
@@ -260,10 +273,11 @@ def _refusals() -> Iterator[None]:
         raise gr.Error(str(error)) from error
 
 
-def _sorted(visible: list[Workspace], sort_by: str) -> list[Workspace]:
-    """The workspaces by name (as listed: the default one first), or last opened first."""
+def _sorted(visible: list[Workspace], sort_by: str, user: str) -> list[Workspace]:
+    """The workspaces by name (as listed: the default one first), or the last ``user`` opened
+    first."""
     if sort_by == "last opened":
-        return sorted(visible, key=lambda w: -(w.last_opened or 0.0))
+        return sorted(visible, key=lambda w: -(w.last_opened(user) or 0.0))
     return visible
 
 
