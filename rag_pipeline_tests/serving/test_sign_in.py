@@ -433,3 +433,31 @@ def test_a_device_cookie_for_another_name_or_expired_proves_nothing(tmp_path: Pa
     assert DeviceCookies(b"x" * 32).device(value) is None  # another home's key
     now[0] += 86_401
     assert devices.device(value) is None
+
+
+def _signed_with(key: bytes, payload: bytes) -> str:
+    """A device cookie value for ``payload`` signed with ``key``, as a forger would make it."""
+    import base64
+    import hashlib
+    import hmac
+
+    def encoded(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+    return f"{encoded(payload)}.{encoded(hmac.new(key, payload, hashlib.sha256).digest())}"
+
+
+def test_an_empty_device_key_left_by_a_crash_is_replaced_and_signs_nothing(tmp_path: Path) -> None:
+    key_file = tmp_path / "serving" / "device-key"
+    key_file.parent.mkdir(parents=True)
+    key_file.write_bytes(b"")  # what a server killed between creating and writing it left
+    forged = _signed_with(b"", f"owner\nforged\n{int(time.time()) + 86_400}".encode())
+    authenticator = Authenticator(tmp_path)
+    assert authenticator.devices.device(forged) is None
+    assert len(key_file.read_bytes()) == 32 and key_file.stat().st_mode & 0o777 == 0o600
+    # The key is the home's: a second server of it proves the first one's cookies.
+    issued = authenticator.devices.issue("owner")
+    assert Authenticator(tmp_path).devices.device(issued) is not None
+    assert list(key_file.parent.iterdir()) == [key_file]  # no key written aside left behind
+    with pytest.raises(ValueError, match="at least 32 bytes"):
+        DeviceCookies(b"")

@@ -11,8 +11,10 @@ checked all the same.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
+import logging
 import os
 import secrets
 import time
@@ -22,6 +24,9 @@ from pathlib import Path
 
 DEVICE_COOKIE = "rag_device"
 DEVICE_DAYS = 90
+KEY_BYTES = 32
+
+logger = logging.getLogger("rag_pipeline.serving.access")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,22 +37,23 @@ class Device:
 
 class DeviceCookies:
     def __init__(self, key: bytes, clock: Callable[[], float] = time.time) -> None:
+        if len(key) < KEY_BYTES:  # an empty key signs cookies anyone can forge
+            raise ValueError(f"a device key has at least {KEY_BYTES} bytes, not {len(key)}")
         self._key, self._clock = key, clock
 
     @classmethod
     def of_home(cls, root: Path) -> DeviceCookies:
-        """With the home's key, made now if it has none."""
+        """With the home's key, made now if it has none. A key is written whole to a file of
+        its own and linked into place: a server starting beside another, or after a crash,
+        never reads an empty or partial key (with which anyone could sign a cookie)."""
         path = root / "serving" / "device-key"
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            except FileExistsError:  # another server of the home made it meanwhile
-                pass
-            else:
-                with os.fdopen(descriptor, "wb") as handle:
-                    handle.write(secrets.token_bytes(32))
-        return cls(path.read_bytes())
+        key = path.read_bytes() if path.exists() else b""
+        if len(key) < KEY_BYTES:
+            if path.exists():  # an older server's write cut short: not a key
+                logger.warning("%s holds no whole key: making a new one", path)
+            _put_new_key(path, replacing=path.exists())
+            key = path.read_bytes()
+        return cls(key)
 
     def issue(self, name: str, days: float = DEVICE_DAYS) -> str:
         """A new device's cookie value for ``name``."""
@@ -74,6 +80,27 @@ class DeviceCookies:
 
     def _signature(self, payload: bytes) -> bytes:
         return hmac.new(self._key, payload, hashlib.sha256).digest()
+
+
+def _put_new_key(path: Path, *, replacing: bool) -> None:
+    """A new random key at ``path``, written and synced under a name of its own first. A new
+    key is linked in (the first of two servers starting at once wins, the other reads its
+    key); one that is not whole is replaced."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    written = path.with_name(f".{path.name}-{secrets.token_hex(8)}")
+    descriptor = os.open(written, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(secrets.token_bytes(KEY_BYTES))
+            handle.flush()
+            os.fsync(handle.fileno())
+        if replacing:
+            os.replace(written, path)
+        else:  # another server of the home may have made it meanwhile: theirs stays
+            with contextlib.suppress(FileExistsError):
+                os.link(written, path)
+    finally:
+        written.unlink(missing_ok=True)
 
 
 def _b64(data: bytes) -> str:
