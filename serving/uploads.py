@@ -3,13 +3,16 @@ workspace's own temporary folder, and indexed by the same pipeline in a child pr
 (:class:`~serving.indexing.BackgroundIndexing`); at a server's start, what its last stop left of
 uploads cleared (cut short) or indexed (left unindexed).
 
-An upload never silently replaces a document: a file named as one already uploaded is taken
-only when its sender asked to replace, and may (:func:`replacement_refusal`); who uploaded each
-file is kept in ``<home>/serving/uploads.sqlite``.
+An upload never silently replaces a document: a file named as one already uploaded (letter case
+and Unicode form aside) is taken only when its sender asked to replace, and may
+(:func:`replacement_refusal`); who uploaded each file, as they sent it, is kept in
+``<home>/serving/uploads.sqlite``. A document taken out of search does not come back under
+another name: only a governor may upload the same content again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import shutil
 import sqlite3
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rag_pipeline import ids
-from rag_pipeline.catalog import Catalog
+from rag_pipeline.catalog import Availability, Catalog
 from rag_pipeline.config import Settings
 from rag_pipeline.manifest import SourceFile, describe_file, source_labels
 from rag_pipeline.parsing import EMPTY_FILE, format_of
@@ -49,10 +52,14 @@ class Upload:
 
 @dataclass(frozen=True, slots=True)
 class Sender:
-    """Who sends an upload, and what they may and chose to do with a file of the same name."""
+    """Who sends an upload, and what they may (``Action.REPLACE_OWN``, ``REPLACE_ANY``) and
+    chose to do with a file of the same name."""
 
     name: str
-    governs: bool  # may replace any upload, an archived or rejected one too
+    replaces_own: bool  # may replace what they uploaded, while it is in search
+    # may replace any upload, an archived or rejected one too, and upload again the content
+    # of a document taken out of search
+    replaces_any: bool
     replace: bool = False  # asked to replace the documents their files are named as
 
 
@@ -117,18 +124,24 @@ class Uploads:
         incoming.mkdir(parents=True, exist_ok=True)
         staged = incoming / stored
         shutil.move(sent, staged)
+        content = file_sha256(staged)
+        if not sender.replaces_any and (state := _offline_with_content(workspace, content)):
+            return Upload(
+                name, None, f"the same document is {state} here: only a governor may upload it"
+            )
         folder = workspace.settings.upload_folder
         folder.mkdir(parents=True, exist_ok=True)
-        target = folder / stored
         ledger = UploadLedger(workspace)
         with self._placing:
-            if target.exists() and (refusal := replacement_refusal(workspace, target, sender)):
+            existing = _same_name(workspace, stored)
+            if existing and (refusal := replacement_refusal(workspace, existing, sender)):
                 return Upload(name, None, refusal)
+            target = existing or folder / stored  # a replaced file keeps its spelling
             # Moved under a hidden name, then renamed: a run never reads half a file.
-            partial = folder / f".{stored}{PARTIAL_SUFFIX}"
+            partial = folder / f".{target.name}{PARTIAL_SUFFIX}"
             shutil.move(staged, partial)
             partial.replace(target)
-            ledger.record(stored, sender.name)
+            ledger.record(target.name, sender.name, content)
         return Upload(name, target, file=_manifest_row(workspace.settings, target))
 
     def _clear_cut_short(self, started: float) -> None:
@@ -178,18 +191,17 @@ class Uploads:
 
 def replacement_refusal(workspace: Workspace, existing: Path, sender: Sender) -> str | None:
     """Why the sender may not replace the uploaded file ``existing`` with one of the same name,
-    or None when they may: a governor may replace any, a contributor only what they uploaded
-    and is in search; and only when they asked to."""
-    if not sender.governs:
-        doc_id = _upload_document(workspace.settings, existing)
+    or None when they may: one who may replace any (a governor) may replace any, one who may
+    replace their own only what they uploaded (as it is now) and is in search; and only when
+    they asked to."""
+    if not sender.replaces_any:
+        if not sender.replaces_own:
+            return "a document of this name is here already: only a governor may replace it"
         with Catalog(workspace.settings) as catalog:
-            offline = next(
-                (r.state for r in catalog.availability() if r.doc_id == doc_id and r.offline),
-                None,
-            )
+            offline = documents_offline(catalog).get(_upload_document(workspace.settings, existing))
         if offline:
             return f"a document of this name is {offline}: only a governor may replace it"
-        if UploadLedger(workspace).uploader(existing.name) != sender.name:
+        if UploadLedger(workspace).uploader(existing) != sender.name:
             return (
                 "a document of this name was uploaded by someone else: "
                 "only they or a governor may replace it"
@@ -202,25 +214,68 @@ def replacement_refusal(workspace: Workspace, existing: Path, sender: Sender) ->
     return None
 
 
+def documents_offline(catalog: Catalog) -> dict[str, Availability]:
+    """The state of each document taken out of search whole (archived, rejected); a passage
+    taken out leaves its document in search."""
+    return {r.doc_id: r.state for r in catalog.availability() if not r.text_hash and r.offline}
+
+
+def _offline_with_content(workspace: Workspace, sha256: str) -> Availability | None:
+    """The state of a document of the workspace taken out of search whose content is this."""
+    with Catalog(workspace.settings) as catalog:
+        offline = documents_offline(catalog)
+        records = catalog.live_documents() if offline else {}
+    return next(
+        (
+            state
+            for doc_id, state in offline.items()
+            if doc_id in records and records[doc_id].sha256 == sha256
+        ),
+        None,
+    )
+
+
+def _same_name(workspace: Workspace, stored: str) -> Path | None:
+    """The upload of the workspace named ``stored`` but for letter case and Unicode form
+    (``Café.md`` composed or not, ``kestrel.DOCX``): to the eye, the same name. The exactly
+    named one first, should there be more."""
+    key = _name_key(stored)
+    alike = [path for path in uploaded_files(workspace) if _name_key(path.name) == key]
+    return min(alike, key=lambda path: path.name != stored, default=None)
+
+
+def _name_key(name: str) -> str:
+    return unicodedata.normalize("NFC", name).casefold()
+
+
+def file_sha256(path: Path) -> str:
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
 class UploadLedger:
-    """Who uploaded each file of a workspace's upload folder (its last version's sender); a
-    file put there by other means has no uploader."""
+    """Who uploaded each file of a workspace's upload folder, with the SHA-256 of what they
+    sent; a file put there or changed by other means has no uploader."""
 
     def __init__(self, workspace: Workspace) -> None:
         self.path = workspace.settings.home / "serving" / "uploads.sqlite"
 
-    def record(self, name: str, uploader: str) -> None:
+    def record(self, name: str, uploader: str, sha256: str) -> None:
         with self._connected() as db:
             db.execute(
-                "INSERT INTO uploads (name, uploader, at) VALUES (?, ?, ?) ON CONFLICT (name) "
-                "DO UPDATE SET uploader = excluded.uploader, at = excluded.at",
-                (name, uploader, time.time()),
+                "INSERT INTO uploads (name, uploader, sha256, at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (name) DO UPDATE SET uploader = excluded.uploader, "
+                "sha256 = excluded.sha256, at = excluded.at",
+                (name, uploader, sha256, time.time()),
             )
 
-    def uploader(self, name: str) -> str | None:
+    def uploader(self, uploaded: Path) -> str | None:
+        """Who uploaded the file as it is now; None: nobody (it is not what they sent)."""
         with self._connected() as db:
-            row = db.execute("SELECT uploader FROM uploads WHERE name = ?", (name,)).fetchone()
-        return row[0] if row else None
+            row = db.execute(
+                "SELECT uploader, sha256 FROM uploads WHERE name = ?", (uploaded.name,)
+            ).fetchone()
+        return row[0] if row and row[1] == file_sha256(uploaded) else None
 
     @contextmanager
     def _connected(self) -> Iterator[sqlite3.Connection]:
@@ -228,9 +283,12 @@ class UploadLedger:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with closing(sqlite3.connect(self.path, timeout=30)) as db, db:
             db.execute(
-                "CREATE TABLE IF NOT EXISTS uploads "
-                "(name TEXT PRIMARY KEY, uploader TEXT NOT NULL, at REAL NOT NULL)"
+                "CREATE TABLE IF NOT EXISTS uploads (name TEXT PRIMARY KEY, "
+                "uploader TEXT NOT NULL, sha256 TEXT, at REAL NOT NULL)"
             )
+            columns = {row[1] for row in db.execute("PRAGMA table_info(uploads)")}
+            if "sha256" not in columns:  # a ledger of before: its files have no uploader now
+                db.execute("ALTER TABLE uploads ADD COLUMN sha256 TEXT")
             yield db
 
 
@@ -269,8 +327,8 @@ def _upload_document(settings: Settings, uploaded: Path) -> str:
 
 
 def safe_file_name(name: str) -> str:
-    """A name to store an upload under: its last path part, without control characters,
-    never hidden, never empty."""
-    base = Path(name.replace("\\", "/")).name
+    """A name to store an upload under: its last path part, in Unicode's composed form (NFC),
+    without control characters, never hidden, never empty."""
+    base = unicodedata.normalize("NFC", Path(name.replace("\\", "/")).name)
     cleaned = "".join(c for c in base if unicodedata.category(c)[0] != "C").strip().lstrip(".")
     return cleaned[:200] or "upload"

@@ -32,7 +32,14 @@ from serving.access.refusals import RefusalLog
 from serving.assistant import Assistant
 from serving.governance import Standing, cited_standing, set_cited_availability
 from serving.history import History
-from serving.uploads import Sender, Upload, Uploads, discard, uploaded_files
+from serving.uploads import (
+    Sender,
+    Upload,
+    Uploads,
+    discard,
+    documents_offline,
+    uploaded_files,
+)
 
 
 class NotAllowed(PermissionError):
@@ -58,9 +65,7 @@ class Documents:
 
     @classmethod
     def of(cls, catalog: Catalog, *, governs: bool) -> Documents:
-        offline = {
-            r.doc_id: r.state for r in catalog.availability() if not r.text_hash and r.offline
-        }
+        offline = documents_offline(catalog)
         records = catalog.live_documents()
         if not governs:
             records = {doc_id: r for doc_id, r in records.items() if doc_id not in offline}
@@ -243,8 +248,12 @@ class ServedWorkspaces:
         except BaseException:
             discard(sent)
             raise
-        governs = user.may(Action.REPLACE_ANY, workspace.id)
-        sender = Sender(user.name, governs=governs, replace=replace)
+        sender = Sender(
+            user.name,
+            replaces_own=user.may(Action.REPLACE_OWN, workspace.id),
+            replaces_any=user.may(Action.REPLACE_ANY, workspace.id),
+            replace=replace,
+        )
         return self._uploads.receive(workspace, sent, sender)
 
     def indexing(self, workspace_id: str) -> bool:

@@ -146,6 +146,127 @@ def _first_chunk(settings: Settings) -> str:
         return batch[0]["chunk_id"]
 
 
+def _sent(folder: Path, name: str, text: str) -> list[tuple[str, Path]]:
+    """One file sent as ``name`` with ``text`` (its temporary copy in ``folder``)."""
+    folder.mkdir(exist_ok=True)
+    copy = folder / uuid.uuid4().hex
+    copy.write_text(text, encoding="utf-8")
+    return [(name, copy)]
+
+
+CONTRIBUTING = UserSettings(workspaces=[DEFAULT_WORKSPACE], contribute=[DEFAULT_WORKSPACE])
+GOVERNING = UserSettings(workspaces=[DEFAULT_WORKSPACE], govern=[DEFAULT_WORKSPACE])
+
+
+def test_a_name_differing_only_in_letter_case_or_unicode_form_is_the_same_documents_name(
+    tmp_path: Path,
+) -> None:
+    settings = load_settings(tmp_path / "home")
+    bob, carol = User("bob", CONTRIBUTING), User("carol", CONTRIBUTING)
+    governor = User("gov", GOVERNING)
+    workspaces = ServedWorkspaces(settings)
+
+    def upload(user: User, name: str, text: str, *, replace: bool = False) -> str | None:
+        sent = _sent(tmp_path / "sent", name, text)
+        [taken] = workspaces.upload(user, DEFAULT_WORKSPACE, sent, replace=replace)
+        return taken.refused
+
+    composed, decomposed = "Caf\u00e9.md", "Cafe\u0301.md"
+    try:
+        assert upload(bob, composed, "# Bob's\n") is None
+        assert upload(bob, "Kestrel-handbook.md", "# Bob's handbook\n") is None
+        for look_alike in (decomposed, "CAF\u00c9.MD", "kestrel-handbook.MD"):
+            assert upload(carol, look_alike, "# Carol's\n", replace=True) == (
+                "a document of this name was uploaded by someone else: "
+                "only they or a governor may replace it"
+            )
+        assert upload(bob, decomposed, "# Bob's second\n") == (
+            "a document of this name is here already: choose to replace documents of the "
+            "same name to upload a new version of it"
+        )
+        # Replaced under the name it has: no look-alike beside it.
+        assert upload(governor, "cafe\u0301.MD", "# The governor's\n", replace=True) is None
+        folder = settings.upload_folder
+        assert sorted(path.name for path in folder.iterdir()) == [composed, "Kestrel-handbook.md"]
+        assert (folder / composed).read_text(encoding="utf-8") == "# The governor's\n"
+        # A new name is stored composed, whatever form it was sent in.
+        assert upload(carol, "Na\u0308he.md", "# Carol's\n") is None
+        assert (folder / "N\u00e4he.md").is_file()
+    finally:
+        workspaces.close()
+
+
+def test_a_file_changed_since_its_upload_has_no_uploader_to_replace_it(tmp_path: Path) -> None:
+    settings = load_settings(tmp_path / "home")
+    bob = User("bob", CONTRIBUTING)
+    workspaces = ServedWorkspaces(settings)
+    try:
+        [taken] = workspaces.upload(bob, DEFAULT_WORKSPACE, _sent(tmp_path, "note.md", "# Bob's\n"))
+        assert taken.path is not None
+        taken.path.write_text("# Put here by other means\n", encoding="utf-8")
+        sent = _sent(tmp_path / "sent", "note.md", "# Bob's second\n")
+        [again] = workspaces.upload(bob, DEFAULT_WORKSPACE, sent, replace=True)
+        assert again.refused == (
+            "a document of this name was uploaded by someone else: "
+            "only they or a governor may replace it"
+        )
+    finally:
+        workspaces.close()
+
+
+def test_who_may_replace_their_own_uploads_is_the_permission_tables_to_say(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from serving.access import LEAST_ROLE, Action, Role
+
+    settings = load_settings(tmp_path / "home")
+    bob = User("bob", CONTRIBUTING)
+    workspaces = ServedWorkspaces(settings)
+    try:
+        workspaces.upload(bob, DEFAULT_WORKSPACE, _sent(tmp_path, "note.md", "# Bob's\n"))
+        monkeypatch.setitem(LEAST_ROLE, Action.REPLACE_OWN, Role.GOVERNOR)
+        sent = _sent(tmp_path / "sent", "note.md", "# Bob's second\n")
+        [again] = workspaces.upload(bob, DEFAULT_WORKSPACE, sent, replace=True)
+        assert again.refused == (
+            "a document of this name is here already: only a governor may replace it"
+        )
+    finally:
+        workspaces.close()
+
+
+@pytest.mark.slow  # index runs in processes of their own, to take what they make offline
+def test_a_rejected_passage_blocks_no_replacement_and_a_document_taken_offline_no_new_name(
+    tmp_path: Path,
+) -> None:
+    settings = load_settings(tmp_path / "home")
+    bob, carol = User("bob", CONTRIBUTING), User("carol", CONTRIBUTING)
+    governor = User("gov", GOVERNING)
+    workspaces = ServedWorkspaces(settings)
+
+    def upload(user: User, name: str, text: str, *, replace: bool = False) -> str | None:
+        sent = _sent(tmp_path / "sent", name, text)
+        [taken] = workspaces.upload(user, DEFAULT_WORKSPACE, sent, replace=replace)
+        within(300, "the upload indexed", lambda: not workspaces.indexing(DEFAULT_WORKSPACE))
+        return taken.refused
+
+    try:
+        assert upload(bob, "note.md", PELICANS) is None
+        workspaces.set_availability(
+            governor, DEFAULT_WORKSPACE, _first_chunk(settings), "rejected", whole=False
+        )
+        assert upload(bob, "note.md", PELICANS + "\nAnd herons.\n", replace=True) is None
+        workspaces.set_availability(
+            governor, DEFAULT_WORKSPACE, _first_chunk(settings), "rejected", whole=True
+        )
+        for user in (bob, carol):
+            assert upload(user, "note (1).md", PELICANS + "\nAnd herons.\n") == (
+                "the same document is rejected here: only a governor may upload it"
+            )
+        assert upload(governor, "note (1).md", PELICANS + "\nAnd herons.\n") is None
+    finally:
+        workspaces.close()
+
+
 @pytest.mark.slow  # an index run in a process of its own
 def test_closing_the_served_workspaces_stops_the_index_run_an_upload_started(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
