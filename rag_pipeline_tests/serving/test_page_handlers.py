@@ -327,6 +327,26 @@ def test_a_reader_gets_open_on_each_card_and_a_manager_new_rename_and_delete_too
     assert _drawn(page, page.manager) == ["Open", "Rename", "Open", "Rename", "Delete"]
 
 
+def test_the_cards_events_escape_the_tables_check_and_only_delete_checks_as_none_else_acts(
+    page: Page,
+) -> None:
+    # Made as the cards are drawn, after the server's start checked the page's events: Open
+    # and Rename only set what the page shows (opening, renaming are the table's events);
+    # Delete's confirmation, which reads a workspace's contents, checks its user itself.
+    drawn = _cards(page, page.manager).fns.values()
+    assert {event.fn.__qualname__ for event in drawn if event.fn is not None} == {
+        "_opening.<locals>.<lambda>",
+        "_renaming.<locals>.<lambda>",
+        "WorkspaceCards.deleting.<locals>.confirm_deletion",
+    }
+    home = page.workspaces.settings.root
+    governor = _signed_in(add_user(home, "governor", None, ["default"], govern=["default"]))
+    for request in (page.reader, governor):  # no admin, governing or not
+        with pytest.raises(gr.Error) as refused:
+            page.cards.deleting("default")(request)
+        assert "may not create, rename or delete workspaces" in _refusal(refused)
+
+
 def test_deleting_a_workspace_first_names_what_goes_with_it(page: Page) -> None:
     page.cards.create("Doomed", 0, page.manager)
     doomed = find_workspace(page.workspaces.settings, "doomed")
@@ -339,8 +359,8 @@ def test_deleting_a_workspace_first_names_what_goes_with_it(page: Page) -> None:
         "<div class='facts'>1 source · 0 documents · not opened yet</div>"
     )
 
-    ask = page.cards.deleting("doomed")
-    target, confirming, facts = ask(page.manager)
+    confirm_deletion = page.cards.deleting("doomed")
+    target, confirming, facts = confirm_deletion(page.manager)
     assert (target, confirming.visible) == ("doomed", True)
     assert facts == (
         "<p>Delete <b>Doomed</b> for good? Going with it: 0 indexed documents, 2 uploaded "
@@ -420,7 +440,7 @@ def test_a_refused_workspace_change_shows_its_toast_and_leaves_the_cards_visible
     changing = {
         "WorkspaceCards.create",
         "WorkspaceCards.rename",
-        "WorkspaceCards.deleting.<locals>.ask",  # a card's Delete, before the confirmation
+        "WorkspaceCards.deleting.<locals>.confirm_deletion",  # a card's Delete, to confirm
         "WorkspaceCards.delete",
     }
     progress = {

@@ -1,7 +1,7 @@
 """The permission table tried whole on the real server: every HTTP route and every event of the
 page (public and private, through Gradio's own queue as the browser calls them), by every role,
 each allowed exactly what ``serving.access.permissions`` says; a route or event it does not list
-fails here too."""
+stops the server from starting."""
 
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ PERSONAS: dict[str, tuple[Role | None, bool]] = {
     "governor": (Role.GOVERNOR, False),
     "outsider": (None, False),
     "admin": (Role.GOVERNOR, True),  # --workspace '*' --govern '*', as the README adds one
+    "admin-reader": (Role.READER, True),  # --workspace '*' alone: manages, reads every one
 }
 GRANTS = {
     "reader": {"workspaces": [WORKSPACE]},
@@ -46,6 +47,7 @@ GRANTS = {
     "governor": {"workspaces": [WORKSPACE], "govern": [WORKSPACE]},
     "outsider": {"workspaces": ["client-b"]},
     "admin": {"workspaces": ["*"], "govern": ["*"]},
+    "admin-reader": {"workspaces": ["*"]},
     "stranger": {"workspaces": ["client-b"]},  # refused in the log test alone
 }
 # What a refusal says (serving.workspaces, the door): anything else got past the check.
@@ -145,7 +147,6 @@ def test_every_route_is_in_the_table_and_allows_each_role_what_the_table_says(
     served: Served,
 ) -> None:
     probes = _http_probes(served)
-    assert not [p for p in served.paths if p not in HTTP_ROUTES and p not in OPEN_ROUTES]
     assert not [p for p in set(served.paths) - OPEN_ROUTES if p not in probes], "unprobed"
     wrong = []
     with httpx.Client(base_url=served.url, timeout=60) as http:
@@ -244,7 +245,6 @@ def test_every_event_of_the_page_is_in_the_table_and_allows_each_role_what_it_sa
 ) -> None:
     events = _page_events(served)
     assert {name for _, name in events} >= {"ask", "upload", "govern", "delete_workspace"}
-    assert not [name for _, name in events if event_action(name) is None], "unlisted"
     by_name = dict((name, index) for index, name in events)
     citation = by_name["show_citation"]
     wrong = []

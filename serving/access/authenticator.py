@@ -214,7 +214,7 @@ class Authenticator:
                 )
             return None
         # The name's count (and the device's): the address's stays (see Throttle).
-        throttle.succeeded([f"user:{name}", *keys[:1]])
+        throttle.succeeded([f"user:{name}", *([known_device] if known_device else [])])
         with self._lock:
             if self._access is access:  # not a password the settings changed while it was hashed
                 self._verified[token_hash(credentials)] = (name, now)

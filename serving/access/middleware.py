@@ -13,7 +13,8 @@ from urllib.parse import quote
 
 from rag_pipeline.config import AccessSettings
 from serving.access.authenticator import Authenticator
-from serving.access.sign_in import SIGN_IN, SIGN_OUT
+from serving.access.permissions import OPEN_ROUTES
+from serving.access.sign_in import SIGN_IN
 from serving.access.throttle import Throttled
 from serving.access.users import AccessError
 
@@ -61,7 +62,7 @@ class AccessMiddleware:
             await _refuse(scope, send, status=403, detail="a request from another site")
             return
         send = _with_page_headers(send)
-        if scope["type"] == "http" and scope["path"] in (SIGN_IN, SIGN_OUT):
+        if scope["type"] == "http" and scope["path"] in OPEN_ROUTES:
             await self.app(scope, receive, send)
             return
         client = (scope.get("client") or ("",))[0] or ""

@@ -2,10 +2,12 @@
 and each event of the page performs.
 
 A user's role in a workspace is what their grants give (``rag-pipeline user add``): reader
-(``--workspace W``), contributor (``--contribute W``), governor (``--govern W``); an admin
-(``--workspace '*'``) also manages the workspaces themselves. Every route and event names its
-action here; the server refuses to start with a route or an event of the page this table does
-not list, and the permission test tries every one of them with every role.
+(``--workspace W``), contributor (``--contribute W``), governor (``--govern W``). Being an admin
+(``--workspace '*'``) is no role in a workspace but the right to manage the workspaces
+themselves: in each workspace an admin is what their other flags make them (a reader of every
+one without ``--govern '*'``). Every route and event names its action here; the server refuses
+to start with a route or an event of the page this table does not list, and the permission test
+tries every one of them with every role.
 """
 
 from __future__ import annotations
@@ -15,13 +17,16 @@ from enum import IntEnum, StrEnum
 
 
 class Role(IntEnum):
-    """What a user is in a workspace, each role allowed what the ones below it are."""
+    """What a user is in a workspace, each role allowed what the ones below it are; and
+    ``ADMIN``, the least "role" of the installation's own actions (no workspace's)."""
 
     SIGNED_IN = 0  # anyone through the door, whatever workspace they may use
     READER = 1
     CONTRIBUTOR = 2
     GOVERNOR = 3
-    ADMIN = 4  # of the installation: every workspace, and the workspaces themselves
+    # Not a rank in a workspace (no user's role in one): granted every workspace, to manage
+    # the workspaces themselves.
+    ADMIN = 4
 
 
 class Action(StrEnum):
@@ -74,6 +79,9 @@ HTTP_ROUTES: dict[str, Action] = {
 
 # The page's events with a handler in Python, by their API name (Gradio numbers a name used
 # again: ``show_passage_2``), public ones (``gradio_client``'s ``/ask``) and private ones alike.
+# Those a ``@gr.render`` makes (the workspace cards' Open, Rename, Delete) do not exist at the
+# start, when the server checks this table: their handlers check the user themselves
+# (serving.page.workspaces).
 PAGE_EVENTS: dict[str, Action] = {
     "on_load": Action.USE_PAGE,  # the workspaces the user may use, listed
     "apply": Action.USE_PAGE,  # their cards drawn (Gradio's name for a render)

@@ -36,9 +36,10 @@ class User:
         return self.may_use("*")
 
     def role(self, workspace: str) -> Role | None:
-        """The user's role in the workspace; None: they may not use it."""
-        if self.grants is None:
-            return Role.ADMIN
+        """The user's role in the workspace, by their grants for it (an admin's too: being one
+        makes them no more than a reader in it); None: they may not use it."""
+        if self.grants is None:  # the local user does everything
+            return Role.GOVERNOR
         if not self.grants.may_use(workspace):
             return None
         if self.grants.may_govern(workspace):
@@ -47,7 +48,8 @@ class User:
 
     def may(self, action: Action, workspace: str | None = None) -> bool:
         """Whether the user may do ``action`` in ``workspace`` (:data:`LEAST_ROLE`): managing
-        workspaces takes an admin; the rest, a role in the workspace at least the least one."""
+        workspaces takes an admin; the rest, a role in the workspace at least the least one
+        (never ``ADMIN``: no role in a workspace)."""
         least = LEAST_ROLE[action]
         if least is Role.SIGNED_IN:
             return True

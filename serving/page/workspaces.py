@@ -156,14 +156,14 @@ class WorkspaceCards(Handlers):
         """The Delete of ``target``'s card: the workspace awaiting confirmation, the
         confirmation shown, and what goes."""
 
-        def ask(request: gr.Request) -> tuple[Any, ...]:
+        def confirm_deletion(request: gr.Request) -> tuple[Any, ...]:
             user = self.signed_in(request)
             with _refusals():
                 doomed = self.workspaces.deletable(user, target)
                 contents = self.workspaces.contents(user, target)
             return target, gr.Column(visible=True), deletion_html(doomed.name, contents)
 
-        return ask
+        return confirm_deletion
 
     def delete(
         self, doomed: str | None, current: str | None, changes: int, request: gr.Request
@@ -216,6 +216,10 @@ class WorkspaceCards(Handlers):
                         self._manage(card, parts)
 
     def _manage(self, card: Workspace, parts: HomeParts) -> None:
+        """A card's Rename and Delete. Events made as the cards are drawn are not the page's
+        at its start, so not in the permission table's check: each handler checks its user
+        itself (:meth:`deleting`), or only shows what the user sees already (Rename's box,
+        whose renaming is the checked ``rename_workspace``)."""
         with gr.Row():
             gr.Button("Rename", size="sm", key=("rename", card.id)).click(
                 _renaming(card),
