@@ -107,7 +107,8 @@ class ServedWorkspaces:
         elif user.may_use(workspace_id) and workspace_exists(self.settings.root, workspace_id):
             chosen = workspace_id
         else:
-            raise self._refused(user, action, f"no workspace {workspace_id!r} for {user.name}")
+            named = _cut(workspace_id)
+            raise self._refused(user, action, f"no workspace {named!r} for {user.name}")
         if not user.may(action, chosen):
             name = open_workspace(self.settings, chosen).name
             raise self._refused(
@@ -266,6 +267,14 @@ class ServedWorkspaces:
             assistants, self._assistants = list(self._assistants.values()), {}
         for assistant in assistants:
             assistant.close()
+
+
+# Of a name a request chose, what a refusal (and so the log) repeats.
+_NAMED_CHARS = 64
+
+
+def _cut(named: str) -> str:
+    return named if len(named) <= _NAMED_CHARS else named[: _NAMED_CHARS - 1] + "…"
 
 
 def indexed_documents(settings: Settings, *, governs: bool = True) -> int:

@@ -10,13 +10,14 @@ import re
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from rag_pipeline.cli import main
-from rag_pipeline.config import load_settings
+from rag_pipeline.config import UserSettings, load_settings
 from rag_pipeline_tests.index_state import live_chunks
 from serving.access import (
     HTTP_ROUTES,
@@ -333,4 +334,27 @@ def test_refusals_beyond_the_minutes_few_are_said_as_a_count_when_the_minute_end
         "refused trent",
         "refused mallory 5 more times in 60 s (not logged)",
         "refused mallory",
+    ]
+
+
+def test_a_refusal_repeats_at_most_64_characters_of_the_workspace_a_request_named(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from serving.access import User
+    from serving.workspaces import NotAllowed, ServedWorkspaces
+
+    workspaces = ServedWorkspaces(load_settings(tmp_path / "home"))
+    mallory = User("mallory", UserSettings(workspaces=["client-b"]))
+    try:
+        with (
+            caplog.at_level("WARNING", logger="rag_pipeline.serving.access"),
+            pytest.raises(NotAllowed) as refused,
+        ):
+            workspaces.workspace(mallory, "x" * 100_000)
+    finally:
+        workspaces.close()
+    named = f"'{'x' * 63}…'"
+    assert str(refused.value) == f"no workspace {named} for mallory"
+    assert [r.getMessage() for r in caplog.records] == [
+        f"refused mallory: ask: no workspace {named} for mallory"
     ]
