@@ -13,7 +13,7 @@ import json
 import shutil
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,11 +22,13 @@ from rag_pipeline.catalog.database import drop_schema
 from rag_pipeline.config import Settings, load_settings, workspace_home, write_stored_settings
 from rag_pipeline.ids import DEFAULT_WORKSPACE, is_workspace_id, workspace_id
 from rag_pipeline.locking import index_lock, lock_place
+from rag_pipeline.locking.files import FileLock
 from rag_pipeline.store import drop_collection
 
 _DESCRIPTION = "workspace.json"
 _DEFAULT_NAME = "Default"
 _NAME_CHARS = 80
+_DESCRIBING_SECONDS = 30.0  # the longest a change of a description waits for another's
 
 
 class WorkspaceError(ValueError):
@@ -114,17 +116,18 @@ def rename_workspace(workspace: Workspace, name: str) -> Workspace:
     others = list_workspaces(workspace.settings)
     if any(w.name.casefold() == name.casefold() and w.id != workspace.id for w in others):
         raise WorkspaceError(f"a workspace named {name!r} exists already")
-    _describe(workspace.home, _description(workspace.home) | {"name": name})
+    _change_description(workspace.home, lambda described: described | {"name": name})
     return _open(workspace.settings.root, workspace.id)
 
 
 def mark_opened(workspace: Workspace, user: str) -> None:
     """Remember that ``user`` opened the workspace now."""
-    described = _description(workspace.home)
-    described.pop("last_opened", None)  # anyone's last opening, kept before: not the user's
-    _describe(
-        workspace.home, described | {"opened_by": _opened_by(described) | {user: time.time()}}
-    )
+
+    def opened(described: dict[str, object]) -> dict[str, object]:
+        described.pop("last_opened", None)  # anyone's last opening, kept before: not the user's
+        return described | {"opened_by": _opened_by(described) | {user: time.time()}}
+
+    _change_description(workspace.home, opened)
 
 
 def delete_workspace(workspace: Workspace, *, wait_seconds: float = 60.0) -> None:
@@ -188,9 +191,25 @@ def _description(home: Path) -> dict[str, object]:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
+def _change_description(
+    home: Path, change: Callable[[dict[str, object]], dict[str, object]]
+) -> None:
+    """Read, change and write the description, under a lock of its own: two changes at once
+    (users opening the workspace, a renaming), in one server or two, are both kept."""
+    lock = FileLock(home / f".{_DESCRIPTION}.lock")
+    if not lock.acquire(_DESCRIBING_SECONDS):
+        raise WorkspaceError(f"{home / _DESCRIPTION} is being changed: try again")
+    try:
+        _describe(home, change(_description(home)))
+    finally:
+        lock.release()
+
+
 def _describe(home: Path, described: dict[str, object]) -> None:
+    """Written under a name of its own, then renamed over the description: a reader never
+    sees half of it, and two writers never write one file."""
     path = home / _DESCRIPTION
     home.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".tmp")
+    temporary = path.with_name(f".{path.name}-{uuid.uuid4().hex}")
     temporary.write_text(json.dumps(described, indent=2, ensure_ascii=False) + "\n")
     temporary.replace(path)

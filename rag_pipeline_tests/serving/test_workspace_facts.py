@@ -4,7 +4,7 @@ add some, and no download of a document whose indexing failed."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -134,3 +134,43 @@ def test_a_document_whose_indexing_failed_is_neither_offered_nor_served(
     expect(failed.locator("a.download")).to_have_count(0)
     expect(page.locator("#sources [data-doc='docs/guide.md'] a.download")).to_have_count(1)
     page.context.close()
+
+
+def test_users_opening_a_workspace_at_once_are_each_remembered_and_a_renaming_kept(
+    tmp_path: Path,
+) -> None:
+    import threading
+
+    from rag_pipeline.workspaces import mark_opened, rename_workspace
+
+    shelf = create_workspace(load_settings(tmp_path / "home"), "Shelf")
+    failures: list[BaseException] = []
+    start = threading.Barrier(3)
+
+    def at_once(work: Callable[[], object]) -> threading.Thread:
+        """A thread doing ``work`` as the others start theirs; what it raises kept."""
+
+        def run() -> None:
+            start.wait()
+            try:
+                work()
+            except BaseException as error:  # said by the assertion below
+                failures.append(error)
+
+        return threading.Thread(target=run)
+
+    def opening(team: str) -> None:
+        for number in range(40):
+            mark_opened(shelf, f"{team}-{number}")
+
+    threads = [at_once(lambda: opening("a")), at_once(lambda: opening("b"))]
+    threads.append(at_once(lambda: rename_workspace(shelf, "Shelf renamed")))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    reopened = find_workspace(shelf.settings, shelf.id)
+    assert reopened.name == "Shelf renamed"
+    assert set(reopened.opened_by) == {f"{team}-{n}" for team in ("a", "b") for n in range(40)}
+    assert [path.name for path in shelf.home.glob(".workspace.json-*")] == []
