@@ -20,6 +20,7 @@ from pathlib import Path
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.catalog.database import drop_schema
 from rag_pipeline.config import Settings, load_settings, workspace_home, write_stored_settings
+from rag_pipeline.files import write_atomically
 from rag_pipeline.ids import DEFAULT_WORKSPACE, is_workspace_id, workspace_id
 from rag_pipeline.locking import index_lock, lock_place
 from rag_pipeline.locking.files import FileLock
@@ -206,10 +207,6 @@ def _change_description(
 
 
 def _describe(home: Path, described: dict[str, object]) -> None:
-    """Written under a name of its own, then renamed over the description: a reader never
-    sees half of it, and two writers never write one file."""
-    path = home / _DESCRIPTION
-    home.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}-{uuid.uuid4().hex}")
-    temporary.write_text(json.dumps(described, indent=2, ensure_ascii=False) + "\n")
-    temporary.replace(path)
+    """Written whole under a name of its own first: a reader never sees half of it."""
+    text = json.dumps(described, indent=2, ensure_ascii=False) + "\n"
+    write_atomically(home / _DESCRIPTION, lambda path: Path(path).write_text(text))

@@ -173,4 +173,4 @@ def test_users_opening_a_workspace_at_once_are_each_remembered_and_a_renaming_ke
     reopened = find_workspace(shelf.settings, shelf.id)
     assert reopened.name == "Shelf renamed"
     assert set(reopened.opened_by) == {f"{team}-{n}" for team in ("a", "b") for n in range(40)}
-    assert [path.name for path in shelf.home.glob(".workspace.json-*")] == []
+    assert [path.name for path in shelf.home.glob(".workspace.json.*.tmp")] == []
