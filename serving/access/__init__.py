@@ -38,6 +38,7 @@ from serving.access.middleware import (
 from serving.access.permissions import (
     HTTP_ROUTES,
     LEAST_ROLE,
+    MCP_TOOLS,
     OPEN_ROUTES,
     PAGE_EVENTS,
     Action,
@@ -66,6 +67,7 @@ __all__ = [
     "HTTP_ROUTES",
     "LEAST_ROLE",
     "LOCAL_USER",
+    "MCP_TOOLS",
     "OPEN_ROUTES",
     "PAGE_EVENTS",
     "PAGE_HEADERS",
