@@ -23,7 +23,6 @@ from pydantic import BaseModel, Field
 from starlette.requests import Request
 
 from serving.access import MCP_TOOLS, Action, Unlisted, User
-from serving.answer import Answer
 from serving.api import preview_url
 from serving.assistant import Assistant, cited_sources
 from serving.retrieval import Candidate, QueryError
@@ -127,10 +126,8 @@ def mcp_server(workspaces: ServedWorkspaces) -> MCPServer:
         cites (file and page); kept among the caller's conversations, as the page keeps it."""
         assistant, user, base = asked(ctx, workspace, "ask")
         governs = user.may(Action.SEE_OFFLINE, assistant.settings.workspace)
-        final = Answer()
-        try:
-            for _, final in assistant.ask(question, owner=user.name, governs=governs):
-                pass  # streamed on the page; an agent gets the whole answer
+        try:  # streamed on the page; an agent gets the last, whole answer
+            *_, (_, final) = assistant.ask(question, owner=user.name, governs=governs)
         except QueryError as error:
             raise ToolError(str(error)) from error
         shown_in = assistant.settings.workspace
