@@ -21,6 +21,8 @@ from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, Field
 from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
 
 from serving.access import MCP_TOOLS, Action, Unlisted, User
 from serving.api import preview_url
@@ -182,7 +184,7 @@ def _file(assistant: Assistant, passage: Candidate) -> str:
 
 
 class McpEndpoint:
-    """The endpoint's ASGI app, and what runs it for as long as the server does."""
+    """The endpoint as an ASGI app, and what runs it for as long as the server does."""
 
     def __init__(self, workspaces: ServedWorkspaces) -> None:
         server = mcp_server(workspaces)
@@ -195,7 +197,20 @@ class McpEndpoint:
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
         self._sessions = server.session_manager
-        self.app = StreamableHTTPASGIApp(self._sessions)
+        self._serve = StreamableHTTPASGIApp(self._sessions)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Calls are POSTs. Stateless, the endpoint streams nothing on its own: a GET (which
+        the SDK would hold open, answering nothing) is answered 405, as the protocol allows."""
+        if scope["method"] == "POST":
+            await self._serve(scope, receive, send)
+            return
+        refused = JSONResponse(
+            {"detail": "MCP calls are POSTs here: this endpoint opens no stream of its own"},
+            status_code=405,
+            headers={"Allow": "POST"},
+        )
+        await refused(scope, receive, send)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:

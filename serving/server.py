@@ -49,7 +49,7 @@ def build_app(workspaces: ServedWorkspaces) -> FastAPI:
     )
     app.include_router(api_routes(workspaces))
     app.include_router(sign_in_routes(workspaces.authenticator))
-    app.add_route(MCP_PATH, agents.app, include_in_schema=False)
+    app.add_route(MCP_PATH, agents, include_in_schema=False)
     # Outermost: no route, Gradio's own included, answers anyone not signed in.
     app.add_middleware(AccessMiddleware, authenticator=workspaces.authenticator)
     page = build_page(workspaces)
