@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -31,6 +31,8 @@ from serving.retrieval import Candidate, QueryError
 from serving.workspaces import NotAllowed, ServedWorkspaces
 
 MCP_PATH = "/mcp"
+
+_Tool = TypeVar("_Tool", bound=Callable[..., Any])
 
 
 class FoundPassage(BaseModel):
@@ -80,10 +82,10 @@ def mcp_server(workspaces: ServedWorkspaces) -> MCPServer:
             "with citations (file and page).",
         )
 
-    def tool(function: Callable[..., Any]) -> None:
+    def tool(function: _Tool) -> _Tool:
         if function.__name__ not in MCP_TOOLS:
             raise Unlisted(f"the MCP tool {function.__name__!r} is not in MCP_TOOLS")
-        server.tool()(function)
+        return server.tool()(function)
 
     def asked(ctx: Context, workspace: str | None, name: str) -> tuple[Assistant, User, str]:
         """The assistant of the workspace a call names, the caller and the links' base, if the
