@@ -222,14 +222,9 @@ class Assistant:
 
         The shape deer-flow's local search expects of a retriever's Documents; a document's
         url is the original-file route, its path the one inside its watched folder. ``k``
-        passages at most ``serving.max_k``, by default ``retrieval.top_k`` (within that bound).
+        passages (:meth:`found`).
         """
-        limit = self.settings.serving.max_k
-        if k is None:
-            k = min(self.settings.retrieval.top_k, limit)
-        elif k > limit:
-            raise QueryError(f"k is {k}: at most {limit} passages are returned")
-        retrieval = self.search(query, top_k=k, owner=owner)
+        retrieval = self.found(query, k, owner=owner)
         documents: dict[str, dict[str, Any]] = {}
         for passage in retrieval.passages:
             payload = passage.payload
@@ -254,6 +249,16 @@ class Assistant:
             )
             document["chunks"].append({"content": passage.text, "similarity": passage.score})
         return list(documents.values())
+
+    def found(self, query: str, k: int | None = None, *, owner: str) -> Retrieval:
+        """What an agent's search finds (the search API's, the MCP endpoint's): ``k`` passages
+        at most ``serving.max_k``, by default ``retrieval.top_k`` (within that bound)."""
+        limit = self.settings.serving.max_k
+        if k is None:
+            k = min(self.settings.retrieval.top_k, limit)
+        elif k > limit:
+            raise QueryError(f"k is {k}: at most {limit} passages are returned")
+        return self.search(query, top_k=k, owner=owner)
 
     def check_length(self, query: str) -> None:
         """Refuse a question or search longer than ``serving.max_query_chars``: the page and the

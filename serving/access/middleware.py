@@ -13,7 +13,8 @@ from urllib.parse import quote
 
 from rag_pipeline.config import AccessSettings
 from serving.access.authenticator import Authenticator
-from serving.access.sign_in import SIGN_IN, SIGN_OUT
+from serving.access.permissions import OPEN_ROUTES
+from serving.access.sign_in import SIGN_IN
 from serving.access.throttle import Throttled
 from serving.access.users import AccessError
 
@@ -42,7 +43,8 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 class AccessMiddleware:
     """Every HTTP and WebSocket request is signed in, or refused with 401; a browser visiting a
-    page is sent to the sign-in form instead, which, with signing out, is open to anyone. Routes
+    page is sent to the sign-in form instead, which, with the open routes (signing in and out),
+    is open to anyone. Routes
     ask the authenticator again for the user (a cached lookup) to scope what they answer."""
 
     def __init__(self, app: Callable[..., Awaitable[None]], authenticator: Authenticator) -> None:
@@ -61,7 +63,7 @@ class AccessMiddleware:
             await _refuse(scope, send, status=403, detail="a request from another site")
             return
         send = _with_page_headers(send)
-        if scope["type"] == "http" and scope["path"] in (SIGN_IN, SIGN_OUT):
+        if scope["type"] == "http" and scope["path"] in OPEN_ROUTES:
             await self.app(scope, receive, send)
             return
         client = (scope.get("client") or ("",))[0] or ""
