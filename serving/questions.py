@@ -271,7 +271,9 @@ def _words(text: str) -> list[tuple[str, bool]]:
     words: list[tuple[str, bool]] = []
     for word, opens in spelled:
         if has_cjk(word):
-            words.extend((token, False) for token in jieba.cut_for_search(word) if token.strip())
+            # A Latin word or number that jieba cuts out of the run is a name (Northgate在…).
+            tokens = (token for token in jieba.cut_for_search(word) if token.strip())
+            words.extend((token, not has_cjk(token)) for token in tokens)
         elif opens and not mixed and word.lower() in _FRAMING:
             continue
         else:
