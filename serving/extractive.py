@@ -19,19 +19,22 @@ class ExtractiveAnswerer:
     """No language model: for each part of the question, the passages' sentences that answer
     it, cited; a part that none answers is said missing.
 
-    A part (:func:`serving.questions.question_parts`) is about its names and numbers (or, with
-    none of its own, the question's: "…and how far is its light visible?"; a Chinese
-    question's topic, 黄河 in 黄河全长多少公里; for a follow-up's pronoun, the conversation's)
-    and asks the rest of its terms. Terms are those of the sparse model (stemmed English,
-    jieba-segmented Chinese, no stop words), so "dams" matches "dam" and 三峡大坝 matches inside
-    an unspaced sentence. A passage bears on a part only when it holds all that the part is
-    about and at least half of what it asks (more than half in Chinese): "What is the capital
-    of Mongolia?" finds no passage naming Mongolia, whatever the dense search ranked first, and
-    a Chinese question naming "Kestrel" no passage without it.
+    A part (:func:`serving.questions.question_parts`) is about its names and numbers (or,
+    with none of its own, the question's: "…and how far is its light visible?"; a Chinese
+    question's topic, 黄河 in 黄河全长多少公里; for a follow-up's pronoun, the conversation's) and
+    asks the rest of its terms (with none: "…, and when?" asks what the part before asked;
+    a follow-up's "And in 2023?", what the conversation asked). Terms are those of the
+    sparse model (stemmed English, jieba-segmented Chinese, no stop words), so "dams"
+    matches "dam" and 三峡大坝 matches inside an unspaced sentence. A passage bears on a part
+    only when it holds all that the part is about and at least half of what it asks (more
+    than half in Chinese): "What is the capital of Mongolia?" finds no passage naming
+    Mongolia, whatever the dense search ranked first, and a Chinese question naming
+    "Kestrel" no passage without it.
 
     In a passage that bears on it, a sentence answers a part when it holds something the part
     asks, not merely its names ("opens at 5:40" does not answer who the head baker is), and an
-    English part's focus (the salary in "What is the salary of the safety officer?"). A
+    English part's focus (the salary in "What is the salary of the safety officer?") and the
+    part's numbers (2022 in "revenue in 2022": another year's figure does not answer). A
     shared term tells as much as it is rare among the passages found (BM25's inverse document
     frequency over them): the document's name, in every passage of it, says little; a word of
     the question found in one passage says a lot. After a part's best sentence, others are
