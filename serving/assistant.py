@@ -28,7 +28,7 @@ from rag_pipeline.store import (
 from serving.answer import Answer, Message, answer, load_answerer
 from serving.citing import quoted_pages
 from serving.history import History, StoredMessage
-from serving.questions import refers_back
+from serving.questions import referred_question, refers_back
 from serving.rerank import load_reranker
 from serving.retrieval import (
     Candidate,
@@ -162,8 +162,9 @@ class Assistant:
         The conversation so far (as :meth:`kept_messages` gives it to the owner, who
         ``governs`` the workspace or not) is the model's context. A follow-up that refers
         back (:func:`serving.questions.refers_back`: "and in 2021?", 它呢？) is searched with
-        the previous question before it, so that it finds what it refers to, and its answer
-        says what was searched; one that stands alone is searched by itself.
+        the question it refers to (:func:`serving.questions.referred_question`: the last that
+        stood alone, so that a chain of follow-ups keeps its subject), and its answer says what
+        was searched; one that stands alone is searched by itself.
         """
         self.check_length(question)
         if conversation_id is None:
@@ -172,15 +173,15 @@ class Assistant:
             raise QueryError("no such conversation")
         earlier = self.kept_messages(conversation_id, owner, governs=governs)
         history: list[Message] = [{"role": m.role, "content": m.content} for m in earlier]
-        previous = next((m.content for m in reversed(earlier) if m.role == "user"), "")
-        joined = bool(previous) and refers_back(question)
+        asked = [m.content for m in earlier if m.role == "user"]
+        context = referred_question(asked) if refers_back(question) else ""
         retrieval = self.retriever.retrieve(
-            f"{previous} {question}" if joined else question, query_filter
+            f"{context} {question}" if context else question, query_filter
         )
         self.history.add_message(conversation_id, "user", question)
         final = Answer()
         try:
-            for final in answer(self.answerer, question, history, retrieval, joined=joined):
+            for final in answer(self.answerer, question, history, retrieval, context=context):
                 yield conversation_id, final
         finally:
             self.history.record_trace(retrieval, owner, final.backend or self.answerer.name)
