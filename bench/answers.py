@@ -7,9 +7,11 @@ Scored per question part: an answerable part is right when the answer holds its 
 a passage holding it at the file and page it lies on; a part the documents do not answer is
 right when the answer says so ("…: nothing here says", or the whole answer "nothing here
 answers this" when no part is answered); an unanswerable question is right when the answer
-quotes nothing. Printed per language and per kind, and per half: the questions alternate
-between a ``tuned`` half, whose failures the rules were worked out on, and a ``held-out`` half,
-looked at only for the score.
+quotes nothing; a question with ``excluded`` text (another year's figure) is wrong in every part
+when the answer quotes it. Printed per language and per kind, and per half: the questions
+alternate between a ``tuned`` half, whose failures the rules were worked out on, and a
+``held-out`` half, looked at only for the score; ``review`` are the questions added after a
+review of the rules.
 
     python bench/answers.py [--home DIR]
 
@@ -74,6 +76,12 @@ NORTHGATE = """# Northgate物流公司概况
 Northgate物流公司的总部位于宁波。Northgate的首席执行官是李华。
 公司在2023年的营业收入为12亿元。公司拥有86辆Volvo卡车，仓库面积为三万平方米。
 """
+VELMORA = """# Velmora Textiles yearly note
+
+Velmora Textiles was founded in 1998 by Ines Varga in Carrow. In 2022 Velmora's revenue was 4.1
+million euros. In 2023 its revenue was 5.3 million euros. In 2023 the staff moved to a new mill
+outside Dunmore. In 2024 revenue reached 6.0 million euros.
+"""
 
 
 @dataclass(frozen=True)
@@ -89,7 +97,8 @@ class Question:
     language: str  # en, zh, mixed
     kind: str  # single, two-part, unanswerable, follow-up
     parts: tuple[Part, ...]  # none: nothing in the documents answers it
-    before: str = ""  # a follow-up: the question asked before it, in the same conversation
+    before: tuple[str, ...] = ()  # a follow-up: the questions asked before it, in order
+    excluded: tuple[str, ...] = ()  # what the answer must not quote (another year's figure)
 
 
 def _p(fact: str, file: str, page: int | None = None) -> Part:
@@ -97,12 +106,13 @@ def _p(fact: str, file: str, page: int | None = None) -> Part:
 
 
 NO = Part()  # a part the documents do not answer
-K, F, L, T, N = (
+K, F, L, T, N, V = (
     "kestrel-handbook.md",
     "ferry.txt",
     "corvid-point.pdf",
     "青溪茶园.md",
     "northgate.md",
+    "velmora.md",
 )
 H, P, C = "hybrid-search.md", "incremental-indexing.pdf", "长江.txt"
 
@@ -186,35 +196,35 @@ QUESTIONS = [
         "en",
         "follow-up",
         (_p("Jonas Field", K),),
-        before="Who is the head baker at Kestrel Bakery?",
+        before=("Who is the head baker at Kestrel Bakery?",),
     ),
     Question(
         "How tall is it?",
         "en",
         "follow-up",
         (_p("34 metres", L, 3),),
-        before="When was the Corvid Point lighthouse first lit?",
+        before=("When was the Corvid Point lighthouse first lit?",),
     ),
     Question(
         "And in 2023?",
         "en",
         "follow-up",
         (_p("52,000", K),),
-        before="How many loaves did Kestrel Bakery sell in 2022?",
+        before=("How many loaves did Kestrel Bakery sell in 2022?",),
     ),
     Question(
         "How many moons does Mars have?",
         "en",
         "follow-up",
         (),
-        before="Who is the head baker at Kestrel Bakery?",
+        before=("Who is the head baker at Kestrel Bakery?",),
     ),
     Question(
         "What does a child's ticket cost?",
         "en",
         "follow-up",
         (_p("children under twelve travel free", F),),
-        before="How often does the Lindqvist ferry leave?",
+        before=("How often does the Lindqvist ferry leave?",),
     ),
     # Chinese, single facts
     Question("青溪茶园是谁创办的？", "zh", "single", (_p("陈立明", T),)),
@@ -252,14 +262,18 @@ QUESTIONS = [
     Question("珠穆朗玛峰有多高？", "zh", "unanswerable", ()),
     Question("泰山位于哪个省？", "zh", "unanswerable", ()),
     # Chinese, follow-ups
-    Question("它位于哪里？", "zh", "follow-up", (_p("西湖区", T),), before="青溪茶园是谁创办的？"),
-    Question("那三峡大坝呢？", "zh", "follow-up", (_p("宜昌市", C),), before="长江流经哪些地方？"),
+    Question(
+        "它位于哪里？", "zh", "follow-up", (_p("西湖区", T),), before=("青溪茶园是谁创办的？",)
+    ),
+    Question(
+        "那三峡大坝呢？", "zh", "follow-up", (_p("宜昌市", C),), before=("长江流经哪些地方？",)
+    ),
     Question(
         "火星上有几个卫星？",
         "zh",
         "follow-up",
         (),
-        before="青溪茶园是谁创办的？",
+        before=("青溪茶园是谁创办的？",),
     ),
     # Mixed: Chinese naming English things
     Question("Northgate物流公司的总部位于哪里？", "mixed", "single", (_p("宁波", N),)),
@@ -296,21 +310,124 @@ QUESTIONS = [
         "mixed",
         "follow-up",
         (_p("86辆", N),),
-        before="Northgate物流公司的总部位于哪里？",
+        before=("Northgate物流公司的总部位于哪里？",),
     ),
     Question(
         "火星上有几个卫星？",
         "mixed",
         "follow-up",
         (),
-        before="What is the capital of Mongolia?",
+        before=("What is the capital of Mongolia?",),
     ),
     Question(
         "它的首席执行官是谁？",
         "mixed",
         "follow-up",
         (_p("李华", N),),
-        before="Northgate物流公司的总部位于哪里？",
+        before=("Northgate物流公司的总部位于哪里？",),
+    ),
+]
+# Added after a review of the rules (opening words taken as names, a part that is only a
+# question word, follow-ups joined when they do not refer back, chains of follow-ups, sentences
+# about another year), written before they were first scored.
+REVIEW_QUESTIONS = [
+    Question(
+        "According to the handbook, who is the head baker at Kestrel Bakery?",
+        "en",
+        "single",
+        (_p("Mira Olsen", K),),
+    ),
+    Question(
+        "Summarize what the Lindqvist ferry charges for bicycles.",
+        "en",
+        "single",
+        (_p("2 euros", F),),
+    ),
+    Question(
+        "During which year was the Corvid Point light automated?",
+        "en",
+        "single",
+        (_p("1968", L, 3),),
+    ),
+    Question("Find the crossing time to Saltholm.", "en", "single", (_p("25 minutes", F),)),
+    Question("Must children pay on the Lindqvist ferry?", "en", "single", (_p("travel free", F),)),
+    Question(
+        "Who founded Kestrel Bakery, and when?",
+        "en",
+        "two-part",
+        (_p("Ada Kestrel", K), _p("1987", K)),
+    ),
+    Question(
+        "Who built the Corvid Point lighthouse, and when?",
+        "en",
+        "two-part",
+        (_p("Hollis Brand", L, 1), _p("3 March 1874", L, 1)),
+    ),
+    Question("青溪茶园是谁创办的，哪一年？", "zh", "two-part", (_p("陈立明", T), _p("1952年", T))),
+    Question(
+        "What was Velmora's revenue in 2022?",
+        "en",
+        "single",
+        (_p("4.1 million", V),),
+        excluded=("5.3 million", "6.0 million"),
+    ),
+    Question(
+        "And in 2023?",
+        "en",
+        "follow-up",
+        (_p("5.3 million", V),),
+        before=("What was Velmora's revenue in 2022?",),
+        excluded=("new mill",),
+    ),
+    Question(
+        "And in 2024?",
+        "en",
+        "follow-up",
+        (_p("6.0 million", V),),
+        before=("What was Velmora's revenue in 2022?", "And in 2023?"),
+        excluded=("new mill", "5.3 million"),
+    ),
+    Question(
+        "And who was its last keeper?",
+        "en",
+        "follow-up",
+        (_p("Elin Hask", L, 3),),
+        before=("When was the Corvid Point lighthouse first lit?", "How tall is it?"),
+    ),
+    Question(
+        "Are there bicycles on the Lindqvist ferry?",
+        "en",
+        "follow-up",
+        (_p("lower deck", F),),
+        before=("Who is the head baker at Kestrel Bakery?",),
+    ),
+    Question(
+        "Which document says that Velmora moved its staff?",
+        "en",
+        "follow-up",
+        (_p("new mill", V),),
+        before=("Who founded Kestrel Bakery?",),
+    ),
+    Question(
+        "What is the capital of Mongolia and its population?",
+        "en",
+        "follow-up",
+        (),
+        before=("How tall is the Corvid Point tower?",),
+    ),
+    Question(
+        "它有多少名采茶工？",
+        "zh",
+        "follow-up",
+        (_p("四十名", T),),
+        before=("青溪茶园是谁创办的？", "它位于哪里？"),
+    ),
+    Question(
+        "青溪茶园应该几点关门？",
+        "zh",
+        "follow-up",
+        (_p("五点", T),),
+        before=("Northgate的首席执行官是谁？",),
     ),
 ]
 
@@ -324,6 +441,7 @@ def write_documents(folder: Path) -> Path:
     (folder / F).write_text(FERRY, encoding="utf-8")
     (folder / T).write_text(TEA, encoding="utf-8")
     (folder / N).write_text(NORTHGATE, encoding="utf-8")
+    (folder / V).write_text(VELMORA, encoding="utf-8")
     pdf = pymupdf.open()
     for text in LIGHTHOUSE_PAGES:
         page = pdf.new_page(width=595, height=842)
@@ -366,10 +484,10 @@ def run(home: Path) -> list[tuple[Question, bool, list[bool], str]]:
     assistant = Assistant(load_settings(home))
     results = []
     try:
-        for question in QUESTIONS:
+        for question in QUESTIONS + REVIEW_QUESTIONS:
             conversation = None
-            if question.before:
-                conversation, _ = list(assistant.ask(question.before, owner=OWNER))[-1]
+            for before in question.before:
+                conversation, _ = list(assistant.ask(before, conversation, owner=OWNER))[-1]
             _, final = list(assistant.ask(question.text, conversation, owner=OWNER))[-1]
             sources = [
                 (source, final.passages[source["number"] - 1].text)
@@ -379,6 +497,8 @@ def run(home: Path) -> list[tuple[Question, bool, list[bool], str]]:
                 parts = [part_right(part, final.text, sources) for part in question.parts]
             else:
                 parts = [not final.supported]
+            if any(wrong in final.text for wrong in question.excluded):
+                parts = [False] * len(parts)
             results.append((question, all(parts), parts, final.text))
     finally:
         assistant.close()
@@ -389,9 +509,10 @@ def report(results: list[tuple[Question, bool, list[bool], str]], verbose: bool)
     groups: dict[str, dict[str, Score]] = defaultdict(lambda: defaultdict(Score))
     for index, (question, _, parts, text) in enumerate(results):
         half = "tuned" if index % 2 == 0 else "held-out"
+        added = ("review",) if index >= len(QUESTIONS) else ()
         for part_spec, right in zip(question.parts or (Part(),), parts, strict=True):
             kind = "answerable" if part_spec.fact else "unanswerable"
-            for group in (question.language, question.kind, half, "all"):
+            for group in (question.language, question.kind, half, *added, "all"):
                 groups[group][kind].add(right)
         if verbose and not all(parts):
             print(f"✗ [{question.language}/{question.kind}] {question.text}\n    {text!r}")
@@ -406,6 +527,7 @@ def report(results: list[tuple[Question, bool, list[bool], str]], verbose: bool)
         "follow-up",
         "tuned",
         "held-out",
+        "review",
         "all",
     ):
         scores = groups[group]
@@ -417,7 +539,7 @@ def main() -> None:
     parser.add_argument("--home", type=Path, help="a scratch home (default: a temporary one)")
     parser.add_argument("--verbose", action="store_true", help="print each question missed")
     args = parser.parse_args()
-    print(f"{len(QUESTIONS)} questions")
+    print(f"{len(QUESTIONS) + len(REVIEW_QUESTIONS)} questions")
     if args.home:
         report(run(args.home), args.verbose)
         return

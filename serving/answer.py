@@ -57,9 +57,15 @@ class Answerer(Protocol):
     name: str
 
     def write(
-        self, question: str, history: Sequence[Message], passages: Sequence[Candidate]
+        self,
+        question: str,
+        history: Sequence[Message],
+        passages: Sequence[Candidate],
+        context: str = "",
     ) -> Iterator[str]:
-        """The answer's text in pieces, citing passages as [n] (1-based)."""
+        """The answer's text in pieces, citing passages as [n] (1-based). ``context``: the
+        question a follow-up refers back to, searched with it (empty: it stands alone); a
+        language model reads it in ``history`` instead."""
 
 
 def answer(
@@ -68,11 +74,11 @@ def answer(
     history: Sequence[Message],
     retrieval: Retrieval,
     *,
-    joined: bool = False,
+    context: str = "",
 ) -> Iterator[Answer]:
     """Stream an answer to ``question`` from ``retrieval``'s passages; the last one is final.
-    ``joined``: the search held more than the question (a follow-up with the question it
-    refers back to), which the answer then says."""
+    ``context``: the question a follow-up refers back to, searched with it, which the answer
+    then says."""
     passages = list(retrieval.passages)
     state = Answer(passages=passages, pictures=list(retrieval.pictures), backend=answerer.name)
     if not passages:
@@ -81,7 +87,7 @@ def answer(
         yield state
         return
     citations = CitationFilter(len(passages))
-    for piece in answerer.write(question, history, passages):
+    for piece in answerer.write(question, history, passages, context):
         state.text += citations.feed(piece)
         _number_as_cited(state, passages, citations.cited)
         yield state
@@ -92,7 +98,7 @@ def answer(
         state.cited = list(range(1, min(len(passages), _CLOSEST) + 1))
         markers = " ".join(f"[{number}]" for number in state.cited)
         state.text = f"{phrases(question)['closest']} {markers}"
-    if joined:
+    if context:
         state.text += f"\n\n{searched_line(question, retrieval)}"
     yield state
 
@@ -218,7 +224,11 @@ class OpenAICompatibleAnswerer:
         self.name = f"openai:{settings.model}"
 
     def write(
-        self, question: str, history: Sequence[Message], passages: Sequence[Candidate]
+        self,
+        question: str,
+        history: Sequence[Message],
+        passages: Sequence[Candidate],
+        context: str = "",
     ) -> Iterator[str]:
         import httpx
 
@@ -280,7 +290,11 @@ class TransformersAnswerer:
         self._model.eval()
 
     def write(
-        self, question: str, history: Sequence[Message], passages: Sequence[Candidate]
+        self,
+        question: str,
+        history: Sequence[Message],
+        passages: Sequence[Candidate],
+        context: str = "",
     ) -> Iterator[str]:
         from transformers import TextIteratorStreamer
 

@@ -28,7 +28,7 @@ from rag_pipeline.store import (
 from serving.answer import Answer, Message, answer, load_answerer
 from serving.citing import quoted_pages
 from serving.history import History, StoredMessage
-from serving.questions import refers_back
+from serving.questions import referred_question, refers_back
 from serving.rerank import load_reranker
 from serving.retrieval import (
     Candidate,
@@ -162,8 +162,9 @@ class Assistant:
         The conversation so far (as :meth:`kept_messages` gives it to the owner, who
         ``governs`` the workspace or not) is the model's context. A follow-up that refers
         back (:func:`serving.questions.refers_back`: "and in 2021?", 它呢？) is searched with
-        the previous question before it, so that it finds what it refers to, and its answer
-        says what was searched; one that stands alone is searched by itself.
+        the question it refers to (:func:`serving.questions.referred_question`: the last that
+        stood alone, so that a chain of follow-ups keeps its subject), and its answer says what
+        was searched; one that stands alone is searched by itself.
         """
         self.check_length(question)
         if conversation_id is None:
@@ -172,15 +173,15 @@ class Assistant:
             raise QueryError("no such conversation")
         earlier = self.kept_messages(conversation_id, owner, governs=governs)
         history: list[Message] = [{"role": m.role, "content": m.content} for m in earlier]
-        previous = next((m.content for m in reversed(earlier) if m.role == "user"), "")
-        joined = bool(previous) and refers_back(question)
+        asked = [m.content for m in earlier if m.role == "user"]
+        context = referred_question(asked) if refers_back(question) else ""
         retrieval = self.retriever.retrieve(
-            f"{previous} {question}" if joined else question, query_filter
+            f"{context} {question}" if context else question, query_filter
         )
         self.history.add_message(conversation_id, "user", question)
         final = Answer()
         try:
-            for final in answer(self.answerer, question, history, retrieval, joined=joined):
+            for final in answer(self.answerer, question, history, retrieval, context=context):
                 yield conversation_id, final
         finally:
             self.history.record_trace(retrieval, owner, final.backend or self.answerer.name)
@@ -222,14 +223,9 @@ class Assistant:
 
         The shape deer-flow's local search expects of a retriever's Documents; a document's
         url is the original-file route, its path the one inside its watched folder. ``k``
-        passages at most ``serving.max_k``, by default ``retrieval.top_k`` (within that bound).
+        passages (:meth:`found`).
         """
-        limit = self.settings.serving.max_k
-        if k is None:
-            k = min(self.settings.retrieval.top_k, limit)
-        elif k > limit:
-            raise QueryError(f"k is {k}: at most {limit} passages are returned")
-        retrieval = self.search(query, top_k=k, owner=owner)
+        retrieval = self.found(query, k, owner=owner)
         documents: dict[str, dict[str, Any]] = {}
         for passage in retrieval.passages:
             payload = passage.payload
@@ -254,6 +250,16 @@ class Assistant:
             )
             document["chunks"].append({"content": passage.text, "similarity": passage.score})
         return list(documents.values())
+
+    def found(self, query: str, k: int | None = None, *, owner: str) -> Retrieval:
+        """What an agent's search finds (the search API's, the MCP endpoint's): ``k`` passages
+        at most ``serving.max_k``, by default ``retrieval.top_k`` (within that bound)."""
+        limit = self.settings.serving.max_k
+        if k is None:
+            k = min(self.settings.retrieval.top_k, limit)
+        elif k > limit:
+            raise QueryError(f"k is {k}: at most {limit} passages are returned")
+        return self.search(query, top_k=k, owner=owner)
 
     def check_length(self, query: str) -> None:
         """Refuse a question or search longer than ``serving.max_query_chars``: the page and the

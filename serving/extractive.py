@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from rag_pipeline.config import Settings
 from rag_pipeline.language import has_cjk, sentence_spans
-from serving.questions import NO_TERMS, question_parts, question_terms, refers_back
+from serving.questions import NO_TERMS, answer_shape, question_parts, question_terms
 from serving.retrieval import Candidate, query_encoders, shown_text
 from serving.wording import Message, phrases, quoted
 
@@ -19,19 +19,22 @@ class ExtractiveAnswerer:
     """No language model: for each part of the question, the passages' sentences that answer
     it, cited; a part that none answers is said missing.
 
-    A part (:func:`serving.questions.question_parts`) is about its names and numbers (or, with
-    none of its own, the question's: "…and how far is its light visible?"; a Chinese
-    question's topic, 黄河 in 黄河全长多少公里; for a follow-up's pronoun, the conversation's)
-    and asks the rest of its terms. Terms are those of the sparse model (stemmed English,
-    jieba-segmented Chinese, no stop words), so "dams" matches "dam" and 三峡大坝 matches inside
-    an unspaced sentence. A passage bears on a part only when it holds all that the part is
-    about and at least half of what it asks (more than half in Chinese): "What is the capital
-    of Mongolia?" finds no passage naming Mongolia, whatever the dense search ranked first, and
-    a Chinese question naming "Kestrel" no passage without it.
+    A part (:func:`serving.questions.question_parts`) is about its names and numbers (or,
+    with none of its own, the question's: "…and how far is its light visible?"; a Chinese
+    question's topic, 黄河 in 黄河全长多少公里; for a follow-up's pronoun, the conversation's) and
+    asks the rest of its terms (with none: "…, and when?" asks what the part before asked;
+    a follow-up's "And in 2023?", what the conversation asked). Terms are those of the
+    sparse model (stemmed English, jieba-segmented Chinese, no stop words), so "dams"
+    matches "dam" and 三峡大坝 matches inside an unspaced sentence. A passage bears on a part
+    only when it holds all that the part is about and at least half of what it asks (more
+    than half in Chinese): "What is the capital of Mongolia?" finds no passage naming
+    Mongolia, whatever the dense search ranked first, and a Chinese question naming
+    "Kestrel" no passage without it.
 
     In a passage that bears on it, a sentence answers a part when it holds something the part
     asks, not merely its names ("opens at 5:40" does not answer who the head baker is), and an
-    English part's focus (the salary in "What is the salary of the safety officer?"). A
+    English part's focus (the salary in "What is the salary of the safety officer?") and the
+    part's numbers (2022 in "revenue in 2022": another year's figure does not answer). A
     shared term tells as much as it is rare among the passages found (BM25's inverse document
     frequency over them): the document's name, in every passage of it, says little; a word of
     the question found in one passage says a lot. After a part's best sentence, others are
@@ -46,14 +49,17 @@ class ExtractiveAnswerer:
         self.terms = self._encoders.sparse
 
     def write(
-        self, question: str, history: Sequence[Message], passages: Sequence[Candidate]
+        self,
+        question: str,
+        history: Sequence[Message],
+        passages: Sequence[Candidate],
+        context: str = "",
     ) -> Iterator[str]:
         whole = question_terms(question, self.terms)
-        previous = _referred_to(question, history)
-        context = question_terms(previous, self.terms) if previous else NO_TERMS
+        conversation = question_terms(context, self.terms) if context else NO_TERMS
         # The passages' terms: their sentences' and their own (the line naming the document,
         # which is not quoted, included).
-        every = whole.all | context.all
+        every = whole.all | conversation.all
         statements = [_statements(passage) for passage in passages]
         vectors = self.terms.embed_documents([passage.text for passage in passages])
         found: list[list[tuple[str, set[int]]]] = []
@@ -69,6 +75,7 @@ class ExtractiveAnswerer:
         weight = _rarity([terms & every for terms in in_passages])
         chosen: dict[tuple[int, int], str] = {}
         missing: list[str] = []
+        asked_before: frozenset[int] = frozenset()
         for part in question_parts(question):
             terms = question_terms(part, self.terms)
             # What the part is about: its own names, else the question's (…and how far is
@@ -76,11 +83,24 @@ class ExtractiveAnswerer:
             about = (
                 terms.names
                 or whole.names
-                or (context.names | context.topic if previous and not whole.topic else None)
+                or (
+                    conversation.names | conversation.topic if context and not whole.topic else None
+                )
                 or whole.topic
             )
-            asked = terms.asked - about or terms.names or terms.topic or context.asked
-            found_part = Asked(about, asked, terms.focus, has_cjk(part), context.all)
+            # What it asks: its own terms; else, "…, and when?", what the part before asked
+            # (its question word saying what to look for); else its own subject; else, "And in
+            # 2023?" (a number asks nothing), what the conversation asked.
+            shape = None
+            asked = terms.asked - about
+            if not asked and asked_before:
+                asked, shape = asked_before, answer_shape(part)
+            asked = asked or (terms.names - terms.numbers) or terms.topic or conversation.asked
+            asked_before = asked
+            numbers = about & (terms.numbers | whole.numbers | conversation.numbers)
+            found_part = Asked(
+                about, asked, terms.focus, numbers, shape, has_cjk(part), conversation.all
+            )
             answers = found_part.answers(found, in_passages, weight)
             if not answers:
                 missing.append(part)
@@ -97,23 +117,20 @@ class ExtractiveAnswerer:
             yield "- " + words["missing"].format(part=part.rstrip("?？。. ")) + "\n"
 
 
-def _referred_to(question: str, history: Sequence[Message]) -> str:
-    """The question before, when this one refers back to it; else nothing."""
-    if not refers_back(question):
-        return ""
-    return next((m["content"] for m in reversed(history) if m["role"] == "user"), "")
-
-
 @dataclass(frozen=True, slots=True)
 class Asked:
     """One part of a question: the terms it is ``about`` (a passage must hold them all), those
     it ``asks`` (the passage at least half of them, more than half in Chinese, where a
-    ``focus`` cannot tell what is asked; a sentence one of them), the ``focus`` an answering
-    sentence holds, and the conversation's terms, which tell equal sentences apart."""
+    ``focus`` cannot tell what is asked; a sentence one of them), the ``focus`` and the
+    ``numbers`` (2022 in "revenue in 2022") an answering sentence holds itself, the ``shape``
+    of what it asks for that the sentence matches (a date for "…, and when?"), and the
+    conversation's terms, which tell equal sentences apart."""
 
     about: frozenset[int]
     asks: frozenset[int]
     focus: frozenset[int]
+    numbers: frozenset[int]
+    shape: re.Pattern[str] | None
     unspaced: bool
     context: frozenset[int]
 
@@ -137,8 +154,10 @@ class Asked:
                 continue
             for position, (sentence, shared) in enumerate(sentences):
                 telling = [weight.get(term, 0.0) for term in self.asks & shared]
-                if not telling or not self.focus <= shared:
+                if not telling or not (self.focus | self.numbers) <= shared:
                     continue  # it asks nothing of this sentence, or not what it asks for
+                if self.shape and not self.shape.search(sentence):
+                    continue  # "when?" and no date in it
                 # What it asks counts most; what it is about and the conversation's terms tell
                 # equals apart; then the better passage, then the shorter sentence.
                 bearing = sum(

@@ -1,4 +1,5 @@
-"""The web server: the API routes and the chat page on one FastAPI app, run by uvicorn.
+"""The web server: the API routes, the MCP endpoint for agents and the chat page on one FastAPI
+app, run by uvicorn.
 
 ``rag-pipeline serve`` runs it in the foreground; tests and benchmarks run it in a thread with
 :class:`BackgroundServer`.
@@ -11,7 +12,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from types import TracebackType
 
 import uvicorn
@@ -21,6 +22,7 @@ from starlette.routing import BaseRoute, Mount
 from rag_pipeline.config import Settings
 from serving.access import AccessMiddleware, check_binding, check_listed, sign_in_routes
 from serving.api import api_routes
+from serving.mcp import MCP_PATH, McpEndpoint
 from serving.page import PAGE_CSS, build_page, gr
 from serving.workspaces import ServedWorkspaces
 
@@ -32,9 +34,22 @@ UPLOAD_HARD_CAP = 4
 
 
 def build_app(workspaces: ServedWorkspaces) -> FastAPI:
-    app = FastAPI(title="rag-pipeline", docs_url="/api/docs", openapi_url="/api/openapi.json")
+    agents = McpEndpoint(workspaces)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        async with agents.running():
+            yield
+
+    app = FastAPI(
+        title="rag-pipeline",
+        docs_url="/api/docs",
+        openapi_url="/api/openapi.json",
+        lifespan=lifespan,
+    )
     app.include_router(api_routes(workspaces))
     app.include_router(sign_in_routes(workspaces.authenticator))
+    app.add_route(MCP_PATH, agents, include_in_schema=False)
     # Outermost: no route, Gradio's own included, answers anyone not signed in.
     app.add_middleware(AccessMiddleware, authenticator=workspaces.authenticator)
     page = build_page(workspaces)

@@ -51,7 +51,11 @@ class _Scripted:
         self.pieces = pieces
 
     def write(
-        self, question: str, history: Sequence[Message], passages: Sequence[Candidate]
+        self,
+        question: str,
+        history: Sequence[Message],
+        passages: Sequence[Candidate],
+        context: str = "",
     ) -> Iterator[str]:
         yield from self.pieces
 

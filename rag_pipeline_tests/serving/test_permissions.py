@@ -19,9 +19,11 @@ import pytest
 from rag_pipeline.cli import main
 from rag_pipeline.config import UserSettings, load_settings
 from rag_pipeline_tests.index_state import live_chunks
+from rag_pipeline_tests.mcp_client import call_tool, with_mcp_client
 from serving.access import (
     HTTP_ROUTES,
     LEAST_ROLE,
+    MCP_TOOLS,
     OPEN_ROUTES,
     Action,
     Role,
@@ -134,6 +136,7 @@ def _http_probes(served: Served) -> dict[str, tuple[str, dict[str, str]]]:
         "/api/openapi.json": ("/api/openapi.json", {}),
         "/docs/oauth2-redirect": ("/docs/oauth2-redirect", {}),
         "/redoc": ("/redoc", {}),
+        "/mcp": ("/mcp", {}),  # the door alone: each tool is tried below
         "/": ("/", {}),
     }
 
@@ -266,6 +269,32 @@ def test_every_event_of_the_page_is_in_the_table_and_allows_each_role_what_it_sa
             assert action is not None
             if got != allowed(persona, action):
                 wrong.append(f"{persona} {name} ({action.name}): ran={ran} {error[:100]}")
+    assert not wrong, "\n".join(wrong)
+
+
+# -- the MCP endpoint's tools -------------------------------------------------------------------
+
+
+def test_every_tool_of_the_mcp_endpoint_is_in_the_table_and_allows_each_role_what_it_says(
+    served: Served,
+) -> None:
+    admin = served.auth["admin"]["headers"]
+    listed = with_mcp_client(served.url, admin, lambda client: client.list_tools())
+    inputs = {tool.name: tool.input_schema["properties"] for tool in listed.tools}
+    assert inputs and not [name for name in inputs if name not in MCP_TOOLS], "unlisted"
+    asked = {"query": "zebrafish", "question": "zebrafish?", "workspace": WORKSPACE}
+    wrong = []
+    for persona, auth in served.auth.items():
+        for name, properties in sorted(inputs.items()):
+            arguments = {key: value for key, value in asked.items() if key in properties}
+            try:
+                result = call_tool(served.url, auth.get("headers", {}), name, arguments)
+            except ExceptionGroup:  # refused at the door
+                got = False
+            else:
+                got = not result.is_error or not _REFUSED.search(str(result.content))
+            if got != allowed(persona, MCP_TOOLS[name]):
+                wrong.append(f"{persona} {name}: {got}")
     assert not wrong, "\n".join(wrong)
 
 

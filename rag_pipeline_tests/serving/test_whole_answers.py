@@ -1,7 +1,7 @@
 """Answers to the whole question, through the real Assistant on a small indexed corpus: each
 part answered or said missing, nothing quoted that answers nothing asked, a question about
 what no passage names said unanswered in any language, a follow-up joined with the
-conversation only when it refers back."""
+conversation only when it refers back, and then with the question it refers to."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from rag_pipeline_tests.conftest import IndexedPlaces
 from rag_pipeline_tests.serving.conftest import serving
 from serving.answer import Answer
 from serving.assistant import Assistant
-from serving.questions import question_parts, refers_back
+from serving.questions import question_parts, referred_question, refers_back
 from serving.server import BackgroundServer
 
 OWNER = "local"
@@ -27,11 +27,16 @@ KESTREL = """# Kestrel Bakery staff handbook
 
 The head baker of Kestrel Bakery is Mira Olsen. Kestrel Bakery opens at 5:40 every morning.
 The bakery is located in Bellhaven, on Quay Street. The safety officer is Jonas Field, who
-checks the ovens every Monday.
+checks the ovens every Monday. Kestrel Bakery was founded in 1987 by Ada Kestrel.
 """
 TEA = """# 青溪茶园简介
 
 青溪茶园由陈立明于1952年创办。每罐明前龙井净重250克。茶园每天早上八点开门。
+"""
+VELMORA = """# Velmora annual figures
+
+Velmora is a textile company. In 2022 revenue was 4 million euros. In 2023 revenue was 5 million
+euros. In 2023 the staff moved to Bellhaven. In 2024 revenue was 6 million euros.
 """
 LIGHTHOUSE = [
     "The Corvid Point lighthouse was first lit on 3 March 1874. It stands on a granite ledge.",
@@ -44,6 +49,7 @@ def _index(root: Path) -> None:
     folder.mkdir()
     (folder / "kestrel-handbook.md").write_text(KESTREL, encoding="utf-8")
     (folder / "青溪茶园.md").write_text(TEA, encoding="utf-8")
+    (folder / "velmora.md").write_text(VELMORA, encoding="utf-8")
     pdf = pymupdf.open()
     for text in LIGHTHOUSE:
         pdf.new_page().insert_textbox(pymupdf.Rect(72, 72, 523, 400), text, fontsize=11)
@@ -73,7 +79,11 @@ def test_a_chinese_question_naming_an_english_entity_gets_no_unrelated_sentences
     assert final.text.startswith("这里没有能直接回答这个问题的内容")
     assert "陈立明" not in final.text and "250克" not in final.text and "八点" not in final.text
     # An entity no passage names: nothing answers, in Chinese as in English.
-    for question in ("Marlow面包店的首席面包师是谁？", "Who is the head baker at Marlow Bakery?"):
+    for question in (
+        "Marlow面包店的首席面包师是谁？",
+        "Marlow茶园每天几点开门？",  # a tea garden is described, not Marlow's
+        "Who is the head baker at Marlow Bakery?",
+    ):
         assert not _ask(assistant, question).supported, question
 
 
@@ -102,6 +112,60 @@ def test_only_sentences_that_answer_what_is_asked_are_quoted(assistant: Assistan
     assert "Jonas Field" in officer.text and "Bellhaven" not in officer.text
     salary = _ask(assistant, "What is the salary of the Kestrel safety officer?")
     assert not salary.supported  # the officer is named, the salary is not
+
+
+def test_a_question_opening_with_a_request_or_a_preposition_is_answered(
+    assistant: Assistant,
+) -> None:
+    # The opening word is capitalised as the first, not as a name the passage must hold.
+    framed = _ask(assistant, "According to the handbook, who is the head baker?")
+    assert "Mira Olsen" in framed.text
+    summary = _ask(assistant, "Summarize what Kestrel Bakery does.")
+    assert summary.supported and "Kestrel Bakery" in summary.text
+    during = _ask(assistant, "During which year was Kestrel Bakery founded?")
+    assert "1987" in during.text
+
+
+def test_a_part_that_is_only_a_question_word_asks_it_of_the_part_before(
+    assistant: Assistant,
+) -> None:
+    final = _ask(assistant, "Who founded Kestrel Bakery, and when?")
+    assert "Ada Kestrel" in final.text and "1987" in final.text
+    assert "nothing here says" not in final.text
+
+
+def test_a_figure_of_another_year_is_not_quoted(assistant: Assistant) -> None:
+    final = _ask(assistant, "What was Velmora's revenue in 2022?")
+    assert "4 million" in final.text
+    assert "5 million" not in final.text and "6 million" not in final.text
+
+
+def test_a_follow_up_asking_only_a_year_asks_what_the_conversation_asked(
+    assistant: Assistant,
+) -> None:
+    conversation, _ = list(assistant.ask("What was Velmora's revenue in 2022?", owner=OWNER))[-1]
+    final = _ask(assistant, "And in 2023?", conversation)
+    assert "5 million" in final.text
+    assert "moved to Bellhaven" not in final.text and "4 million" not in final.text
+
+
+def test_a_chain_of_follow_ups_keeps_the_question_they_refer_to(assistant: Assistant) -> None:
+    first = "What was Velmora's revenue in 2022?"
+    conversation, _ = list(assistant.ask(first, owner=OWNER))[-1]
+    _ask(assistant, "And in 2023?", conversation)
+    final = _ask(assistant, "And in 2024?", conversation)
+    assert assistant.history.traces(OWNER, 1)[0]["query"] == f"{first} And in 2024?"
+    assert "6 million" in final.text and "5 million" not in final.text
+
+
+def test_a_follow_up_naming_its_own_subject_is_searched_by_itself(assistant: Assistant) -> None:
+    conversation, _ = list(assistant.ask("Who is the head baker at Kestrel Bakery?", owner=OWNER))[
+        -1
+    ]
+    question = "What is the capital of Mongolia and its population?"
+    final = _ask(assistant, question, conversation)
+    assert assistant.history.traces(OWNER, 1)[0]["query"] == question
+    assert not final.supported and "Mira Olsen" not in final.text
 
 
 def test_an_unrelated_follow_up_is_searched_by_itself(assistant: Assistant) -> None:
@@ -140,6 +204,17 @@ def test_a_follow_up_that_refers_back_is_searched_with_the_question_before_and_s
         ("Who founded Velmora?", False),
         ("火星上有几个卫星？", False),
         ("青溪茶园是谁创办的？", False),
+        ("因此它几点开门？", True),
+        # That/there/then/one are no reference by themselves; a pronoun beside a name of the
+        # question's own refers to it; a Chinese pronoun is a word, not a character in one.
+        ("Which document says that the bakery opens at 5:40?", False),
+        ("Are there safety officers at Kestrel?", False),
+        ("Which one of the bakeries opens first?", False),
+        ("What did Velmora do then?", False),
+        ("What is the capital of Mongolia and its population?", False),
+        ("What was its revenue in 2023?", True),
+        ("其他茶园几点开门？", False),
+        ("茶园应该几点关门？", False),
     ],
 )
 def test_a_follow_up_refers_back_by_pronoun_ellipsis_or_opening_and(
@@ -162,6 +237,25 @@ def test_a_question_is_cut_into_the_parts_it_asks() -> None:
         "长江流经几个省",
         "三峡大坝位于哪里？",
     ]
+
+
+def test_a_question_word_alone_is_a_part_only_when_it_says_what_to_look_for() -> None:
+    assert question_parts("Who founded Kestrel, and when?") == ["Who founded Kestrel", "when?"]
+    assert question_parts("How many in 2022 and how many in 2023?") == [
+        "How many in 2022",
+        "how many in 2023?",
+    ]
+    assert question_parts("Who founded Kestrel, and where?") == ["Who founded Kestrel, and where?"]
+    assert question_parts("青溪茶园是谁创办的，哪一年？") == ["青溪茶园是谁创办的", "哪一年？"]
+    assert question_parts("青溪茶园是谁创办的，在哪里？") == ["青溪茶园是谁创办的，在哪里？"]
+
+
+def test_a_follow_up_refers_to_the_last_question_that_stood_alone() -> None:
+    asked = ["What was Velmora's revenue in 2022?", "And in 2023?"]
+    assert referred_question(asked) == "What was Velmora's revenue in 2022?"
+    assert referred_question([*asked, "Who founded Kestrel?"]) == "Who founded Kestrel?"
+    assert referred_question(["And what?"]) == "And what?"  # the first stands alone
+    assert referred_question([]) == ""
 
 
 def test_the_answerers_modules_import_without_a_cycle() -> None:

@@ -4,10 +4,10 @@ Users are named in the installation's settings (``access.users``, written by ``r
 add``): a salted scrypt hash of their password, the SHA-256 of their bearer token, and the
 workspaces granted to them. A request proves who it is by one of:
 
-- ``Authorization: Bearer <token>``: the search API, agents, ``gradio_client``;
+- ``Authorization: Bearer <token>``: the search API, agents (``/mcp`` too), ``gradio_client``;
 - ``Authorization: Basic …`` (user name and password);
-- the session cookie the sign-in form sets (``sign_in``): a browser visiting the page without
-  one is sent to the form;
+- the session cookie the sign-in form sets (``sign_in``), or its twin ``/login`` for
+  ``gradio_client``'s ``auth=``: a browser visiting the page without one is sent to the form;
 - the header a trusted reverse proxy sets (``access.proxy_user_header``), when configured.
 
 One ASGI middleware checks every request, the page, Gradio's own routes and the API alike, so no
@@ -38,6 +38,7 @@ from serving.access.middleware import (
 from serving.access.permissions import (
     HTTP_ROUTES,
     LEAST_ROLE,
+    MCP_TOOLS,
     OPEN_ROUTES,
     PAGE_EVENTS,
     Action,
@@ -66,6 +67,7 @@ __all__ = [
     "HTTP_ROUTES",
     "LEAST_ROLE",
     "LOCAL_USER",
+    "MCP_TOOLS",
     "OPEN_ROUTES",
     "PAGE_EVENTS",
     "PAGE_HEADERS",

@@ -43,7 +43,8 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 class AccessMiddleware:
     """Every HTTP and WebSocket request is signed in, or refused with 401; a browser visiting a
-    page is sent to the sign-in form instead, which, with signing out, is open to anyone. Routes
+    page is sent to the sign-in form instead, which, with the open routes (signing in and out),
+    is open to anyone. Routes
     ask the authenticator again for the user (a cached lookup) to scope what they answer."""
 
     def __init__(self, app: Callable[..., Awaitable[None]], authenticator: Authenticator) -> None:

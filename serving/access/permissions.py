@@ -1,13 +1,13 @@
-"""Who may do what: the one table of each action's least role, and of the action each HTTP route
-and each event of the page performs.
+"""Who may do what: the one table of each action's least role, and of the action each HTTP route,
+each event of the page and each tool of the MCP endpoint performs.
 
 A user's role in a workspace is what their grants give (``rag-pipeline user add``): reader
 (``--workspace W``), contributor (``--contribute W``), governor (``--govern W``). Being an admin
 (``--workspace '*'``) is no role in a workspace but the right to manage the workspaces
 themselves: in each workspace an admin is what their other flags make them (a reader of every
-one without ``--govern '*'``). Every route and event names its action here; the server refuses
-to start with a route or an event of the page this table does not list, and the permission test
-tries every one of them with every role.
+one without ``--govern '*'``). Every route, event and tool names its action here; the server
+refuses to start with one this table does not list, and the permission test tries every one of
+them with every role.
 """
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ LEAST_ROLE: dict[Action, Role] = {
     Action.MANAGE_WORKSPACES: Role.ADMIN,
 }
 
-# No sign-in needed: the form itself, and signing out.
-OPEN_ROUTES = frozenset({"/sign-in", "/sign-out"})
+# No sign-in needed: the form itself, gradio_client's sign-in (``auth=``), and signing out.
+OPEN_ROUTES = frozenset({"/sign-in", "/login", "/sign-out"})
 
 # The HTTP routes of the app, by path (the page's mount "/" holds Gradio's own routes: anyone
 # signed in reaches them; what its events do is in PAGE_EVENTS).
@@ -74,7 +74,14 @@ HTTP_ROUTES: dict[str, Action] = {
     "/api/openapi.json": Action.USE_PAGE,
     "/docs/oauth2-redirect": Action.USE_PAGE,  # FastAPI's, for its API docs
     "/redoc": Action.USE_PAGE,
+    "/mcp": Action.USE_PAGE,  # the door to the tools of MCP_TOOLS, each checked on its own
     "/": Action.USE_PAGE,
+}
+
+# The tools of the MCP endpoint (serving.mcp), by name, each done in the workspace a call names.
+MCP_TOOLS: dict[str, Action] = {
+    "search": Action.ASK,
+    "ask": Action.ASK,
 }
 
 # The page's events with a handler in Python, by their API name (Gradio numbers a name used

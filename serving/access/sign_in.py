@@ -1,11 +1,13 @@
-"""The sign-in form for browsers (a plain HTML form, no script) and signing out.
+"""The sign-in form for browsers (a plain HTML form, no script), its twin for ``gradio_client``'s
+``auth=`` (``/login``), and signing out.
 
 A right name and password open a session (:class:`~serving.access.sessions.Sessions`) whose
 token the browser keeps in a cookie: ``HttpOnly``, ``SameSite=Strict``, ``Secure`` when the
 request came over TLS (directly or through a proxy saying so in ``X-Forwarded-Proto``), expiring
 after ``access.session_hours``. The password is checked as HTTP Basic's is: in the hashing
 thread, throttled per user name and client address, except for a browser whose device cookie
-(:mod:`~serving.access.devices`) shows it signed this name in before. The middleware refuses a
+(:mod:`~serving.access.devices`) shows it signed this name in before. ``/login`` signs in the
+same way, its fields named as ``gradio_client`` sends them. The middleware refuses a
 form posted from another site's page (its ``Origin`` check covers every unsafe method).
 """
 
@@ -16,15 +18,17 @@ import math
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from serving.access.authenticator import Authenticator
 from serving.access.devices import DEVICE_COOKIE, DEVICE_DAYS
 from serving.access.sessions import SESSION_COOKIE
 from serving.access.throttle import Throttled
+from serving.access.users import User
 
 SIGN_IN = "/sign-in"
 SIGN_OUT = "/sign-out"
+LOGIN = "/login"  # where gradio_client signs in (``auth=``)
 
 _MOST_FORM_BYTES = 8192  # a name, a password and a path back
 # The form alone: no script, nothing loaded, posted only here, never framed.
@@ -70,25 +74,19 @@ def sign_in_routes(authenticator: Authenticator) -> APIRouter:
             return RedirectResponse(_local(back), status_code=303)
         return _form(back, notice="You are signed out." if signed_out else "")
 
-    @router.post(SIGN_IN)
-    async def sign_in(request: Request) -> Response:
-        fields = await _form_fields(request)
-        if fields is None:
-            return _form("/", "The form was too large.", status=413)
-        name, password, back = (fields.get(key, "") for key in ("name", "password", "next"))
+    async def password_user(request: Request, name: str, password: str) -> User | None:
+        """The user a name and password sign in, throttled; the device cookie of a browser (or
+        client) that signed this name in here before spares it the waits of others' guesses."""
         client = request.client.host if request.client else ""
         device = request.cookies.get(DEVICE_COOKIE)
-        try:
-            user = await authenticator.off_loop(
-                authenticator.password_user, name, password, client, device
-            )
-        except Throttled as throttled:
-            retry = {"Retry-After": str(max(1, math.ceil(throttled.seconds)))}
-            return _form(back, f"{str(throttled).capitalize()}.", name, 429, retry)
-        if user is None:
-            return _form(back, "Wrong user name or password.", name, 401)
-        signed_in = RedirectResponse(_local(back), status_code=303)
-        signed_in.set_cookie(
+        return await authenticator.off_loop(
+            authenticator.password_user, name, password, client, device
+        )
+
+    def open_session(response: Response, request: Request, user: User) -> Response:
+        """``response`` with the new session's cookie, and the device cookie, sent back to the
+        route that signed in alone: the client known there from now on, across restarts."""
+        response.set_cookie(
             SESSION_COOKIE,
             authenticator.start_session(user),
             max_age=round(authenticator.access.session_hours * 3600),
@@ -97,17 +95,47 @@ def sign_in_routes(authenticator: Authenticator) -> APIRouter:
             httponly=True,
             samesite="strict",
         )
-        # This browser, known at the form from now on, across restarts (sent to the form alone).
-        signed_in.set_cookie(
+        response.set_cookie(
             DEVICE_COOKIE,
             authenticator.devices.issue(user.name),
             max_age=DEVICE_DAYS * 86_400,
-            path=SIGN_IN,
+            path=request.url.path,
             secure=_over_tls(request),
             httponly=True,
             samesite="strict",
         )
-        return signed_in
+        return response
+
+    @router.post(SIGN_IN)
+    async def sign_in(request: Request) -> Response:
+        fields = await _form_fields(request)
+        if fields is None:
+            return _form("/", "The form was too large.", status=413)
+        name, password, back = (fields.get(key, "") for key in ("name", "password", "next"))
+        try:
+            user = await password_user(request, name, password)
+        except Throttled as throttled:
+            return _form(back, f"{str(throttled).capitalize()}.", name, 429, _retry(throttled))
+        if user is None:
+            return _form(back, "Wrong user name or password.", name, 401)
+        return open_session(RedirectResponse(_local(back), status_code=303), request, user)
+
+    @router.post(LOGIN)
+    async def login(request: Request) -> Response:
+        """``gradio_client.Client(url, auth=(name, password))``: the form's sign-in, answered as
+        Gradio's own ``/login`` answers (the session's cookie, 401 for a wrong password)."""
+        fields = await _form_fields(request)
+        if fields is None:
+            return JSONResponse({"detail": "the form was too large"}, status_code=413)
+        try:
+            user = await password_user(
+                request, fields.get("username", ""), fields.get("password", "")
+            )
+        except Throttled as throttled:
+            return JSONResponse({"detail": str(throttled)}, 429, headers=_retry(throttled))
+        if user is None:
+            return JSONResponse({"detail": "wrong user name or password"}, status_code=401)
+        return open_session(JSONResponse({"success": True}), request, user)
 
     @router.post(SIGN_OUT)
     def sign_out(request: Request) -> Response:
@@ -121,6 +149,10 @@ def sign_in_routes(authenticator: Authenticator) -> APIRouter:
         return signed_out
 
     return router
+
+
+def _retry(throttled: Throttled) -> dict[str, str]:
+    return {"Retry-After": str(max(1, math.ceil(throttled.seconds)))}
 
 
 def _form(
