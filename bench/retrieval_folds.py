@@ -41,7 +41,9 @@ from evaluation.pages import (
     question_groups,
     rank_baselines,
     read_pages,
+    strongest_baseline,
 )
+from evaluation.pages.report import over
 from rag_pipeline.config import RetrievalSettings, load_settings
 from rag_pipeline.embedding import open_embedding_cache
 from rag_pipeline.store.schema import NearestHits
@@ -88,7 +90,7 @@ def search_dataset(home: Path, folder: Path, stack: ExitStack) -> tuple[Searched
     nearest = {}
     for query_id, text in texts.items():
         found = retriever.search(text, limit=config.prefetch)
-        nearest[query_id] = NearestHits(found.dense, found.sparse, found.image)
+        nearest[query_id] = found
     units, pages = read_pages(dataset)
     variants = {"": pages, " + name": named(units, pages)}
     sparse = {
@@ -128,11 +130,10 @@ def reference_scores(searched: Searched) -> dict[str, tuple[str, float]]:
     strongest = {}
     for fold, evidence in searched.folds.items():
         by_line = {
-            line: evaluate_passages(ranked, evidence)[METRIC]
-            for line, ranked in searched.baselines.items()
+            line: evaluate_passages(ranked, evidence) for line, ranked in searched.baselines.items()
         }
-        best = max(by_line, key=by_line.__getitem__)
-        strongest[fold] = (best, by_line[best])
+        best = strongest_baseline(by_line)
+        strongest[fold] = (best, by_line[best][METRIC])
     return strongest
 
 
@@ -177,7 +178,7 @@ def main() -> None:
                     f"{name} {by_fold[reported_on]:.4f} "
                     f"(strongest naive line {reference[name][reported_on][0]} "
                     f"{reference[name][reported_on][1]:.4f}, "
-                    f"{by_fold[reported_on] / reference[name][reported_on][1]:.2f} ×)"
+                    f"{over(by_fold[reported_on], reference[name][reported_on][1])})"
                     for name, by_fold in table[best].items()
                 )
             )
