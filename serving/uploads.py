@@ -8,6 +8,9 @@ and Unicode form aside) is taken only when its sender asked to replace, and may
 (:func:`replacement_refusal`); who uploaded each file, as they sent it, is kept in
 ``<home>/serving/uploads.sqlite``. A document taken out of search does not come back under
 another name: only a governor may upload the same content again.
+
+A contributor removes what they uploaded (as they sent it, and in search), a governor any upload
+(:meth:`Uploads.remove`): the file is deleted and the index run takes its document out.
 """
 
 from __future__ import annotations
@@ -144,6 +147,31 @@ class Uploads:
             ledger.record(target.name, sender.name, content)
         return Upload(name, target, file=_manifest_row(workspace.settings, target))
 
+    def remove(self, workspace: Workspace, name: str, remover: str, *, removes_any: bool) -> str:
+        """Delete the upload named ``name`` from the workspace's upload folder and start the
+        index run that takes its document out of search: one who may remove any (a governor)
+        any, another only what they uploaded (as it is now), in search. Returns the document's
+        id; raises :class:`RemovalRefused`, saying why, otherwise."""
+        with self._placing:  # never while an upload of its name is being placed
+            uploaded = _uploaded_named(workspace, name)
+            if uploaded is None:
+                raise RemovalRefused(f"no upload named {name[:64]!r} here")
+            if not removes_any and (not_theirs := _not_ones_own(workspace, uploaded, remover)):
+                raise RemovalRefused(f"{uploaded.name} {not_theirs} remove it")
+            document = _upload_document(workspace.settings, uploaded)
+            uploaded.unlink()
+            UploadLedger(workspace).forget(uploaded.name)
+        self._indexing.request(workspace.id)
+        return document
+
+    def removable(self, workspace: Workspace, remover: str, *, removes_any: bool) -> list[str]:
+        """The names of the uploads the user may remove (see :meth:`remove`)."""
+        return sorted(
+            path.name
+            for path in uploaded_files(workspace)
+            if removes_any or _not_ones_own(workspace, path, remover) is None
+        )
+
     def _clear_cut_short(self, started: float) -> None:
         """Remove what uploads cut short by a server's end (a kill) left: each request's files
         in the temporary folder (some maybe half copied), a file half moved into the upload
@@ -197,20 +225,27 @@ def replacement_refusal(workspace: Workspace, existing: Path, sender: Sender) ->
     if not sender.replaces_any:
         if not sender.replaces_own:
             return "a document of this name is here already: only a governor may replace it"
-        with Catalog(workspace.settings) as catalog:
-            offline = documents_offline(catalog).get(_upload_document(workspace.settings, existing))
-        if offline:
-            return f"a document of this name is {offline}: only a governor may replace it"
-        if UploadLedger(workspace).uploader(existing) != sender.name:
-            return (
-                "a document of this name was uploaded by someone else: "
-                "only they or a governor may replace it"
-            )
+        if not_theirs := _not_ones_own(workspace, existing, sender.name):
+            return f"a document of this name {not_theirs} replace it"
     if not sender.replace:
         return (
             "a document of this name is here already: choose to replace documents of the "
             "same name to upload a new version of it"
         )
+    return None
+
+
+def _not_ones_own(workspace: Workspace, uploaded: Path, user: str) -> str | None:
+    """How the upload stands when it is not the user's own to replace or remove, and who may
+    (a sentence to end with what they may do); None: it is theirs, in search. A document taken
+    out of search is only a governor's: its uploader would bring it back, or take it away and
+    then upload it again."""
+    with Catalog(workspace.settings) as catalog:
+        offline = documents_offline(catalog).get(_upload_document(workspace.settings, uploaded))
+    if offline:
+        return f"is {offline}: only a governor may"
+    if UploadLedger(workspace).uploader(uploaded) != user:
+        return "was uploaded by someone else: only they or a governor may"
     return None
 
 
@@ -233,6 +268,15 @@ def _offline_with_content(workspace: Workspace, sha256: str) -> Availability | N
         ),
         None,
     )
+
+
+class RemovalRefused(Exception):
+    """An upload not removed: there is none of its name, or the user may not remove it."""
+
+
+def _uploaded_named(workspace: Workspace, name: str) -> Path | None:
+    """The upload of the workspace named exactly ``name``."""
+    return next((path for path in uploaded_files(workspace) if path.name == name), None)
 
 
 def _same_name(workspace: Workspace, stored: str) -> Path | None:
@@ -268,6 +312,11 @@ class UploadLedger:
                 "sha256 = excluded.sha256, at = excluded.at",
                 (name, uploader, sha256, time.time()),
             )
+
+    def forget(self, name: str) -> None:
+        """The file removed: nobody uploaded what comes next under its name."""
+        with self._connected() as db:
+            db.execute("DELETE FROM uploads WHERE name = ?", (name,))
 
     def uploader(self, uploaded: Path) -> str | None:
         """Who uploaded the file as it is now; None: nobody (it is not what they sent)."""

@@ -2,7 +2,7 @@
 
 An :class:`~serving.assistant.Assistant` per workspace, opened at its first use; creating,
 renaming and deleting workspaces; governing what search finds (:mod:`serving.governance`) for
-those who may; uploads into a workspace (:class:`~serving.uploads.Uploads`).
+those who may; uploads into a workspace, and removing them (:class:`~serving.uploads.Uploads`).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from serving.assistant import Assistant
 from serving.governance import Standing, cited_standing, set_cited_availability
 from serving.history import History
 from serving.uploads import (
+    RemovalRefused,
     Sender,
     Upload,
     Uploads,
@@ -256,6 +257,25 @@ class ServedWorkspaces:
             replace=replace,
         )
         return self._uploads.receive(workspace, sent, sender)
+
+    def remove_upload(self, user: User, workspace_id: str, name: str) -> str:
+        """Delete the upload named ``name`` and start the index run that takes its document out
+        of search, for one who uploaded it (as it is now, in search) and may remove their own,
+        or one who may remove any; the document's id."""
+        workspace = self.workspace(user, workspace_id, Action.REMOVE_OWN)
+        removes_any = user.may(Action.REMOVE_ANY, workspace.id)
+        try:
+            return self._uploads.remove(workspace, name, user.name, removes_any=removes_any)
+        except RemovalRefused as error:
+            raise self._refused(user, Action.REMOVE_OWN, str(error)) from error
+
+    def removable_uploads(self, user: User, workspace_id: str) -> list[str]:
+        """The names of the workspace's uploads the user may remove (none: they may not)."""
+        workspace = self.workspace(user, workspace_id)
+        if not user.may(Action.REMOVE_OWN, workspace.id):
+            return []
+        removes_any = user.may(Action.REMOVE_ANY, workspace.id)
+        return self._uploads.removable(workspace, user.name, removes_any=removes_any)
 
     def indexing(self, workspace_id: str) -> bool:
         """Whether an indexing run the page started for the workspace is under way."""

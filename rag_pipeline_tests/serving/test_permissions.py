@@ -225,6 +225,8 @@ EVENT_INPUTS: dict[str, Inputs] = {
     "govern": lambda s, p: [None, WORKSPACE],
     "traces": lambda s, p: [WORKSPACE],
     "upload": lambda s, p: [[p.upload_empty_file()], WORKSPACE, False],
+    "confirm_removal": lambda s, p: [WORKSPACE],  # of no upload: refused past the permission
+    "remove_upload": lambda s, p: [{"workspace": WORKSPACE, "name": "none.md"}],
     "sources": lambda s, p: [WORKSPACE],
     "progress": lambda s, p: [WORKSPACE, None],
     "create_workspace": lambda s, p: ["", 0],  # no name: refused past the permission
@@ -260,9 +262,10 @@ def test_every_event_of_the_page_is_in_the_table_and_allows_each_role_what_it_sa
             if base in SHOWS_A_PASSAGE_FIRST:
                 page.call(citation, [own], {"index": 0, "value": served.chunks[own]})
             data = EVENT_INPUTS[base](served, page)
-            event_data = None
-            if base == "show_citation":
-                event_data = {"index": 0, "value": served.chunks[WORKSPACE]}
+            event_data = {
+                "show_citation": {"index": 0, "value": served.chunks[WORKSPACE]},
+                "confirm_removal": {"index": 0, "value": "none.md"},
+            }.get(base)
             ran, error = page.call(index, data, event_data)
             got = ran or not _REFUSED.search(error)
             action = event_action(name)

@@ -40,6 +40,8 @@ class Action(StrEnum):
     UPLOAD = "upload into {workspace}"
     REPLACE_OWN = "replace their uploads in {workspace}"
     REPLACE_ANY = "replace others' uploads in {workspace}"  # and archived or rejected ones
+    REMOVE_OWN = "remove their uploads from {workspace}"
+    REMOVE_ANY = "remove others' uploads from {workspace}"  # and archived or rejected ones
     SEE_OFFLINE = "see what is offline in {workspace}"
     GOVERN = "take documents out of search here"  # archive, reject, put back
     MANAGE_WORKSPACES = "create, rename or delete workspaces"
@@ -53,6 +55,8 @@ LEAST_ROLE: dict[Action, Role] = {
     Action.UPLOAD: Role.CONTRIBUTOR,
     Action.REPLACE_OWN: Role.CONTRIBUTOR,
     Action.REPLACE_ANY: Role.GOVERNOR,
+    Action.REMOVE_OWN: Role.CONTRIBUTOR,
+    Action.REMOVE_ANY: Role.GOVERNOR,
     Action.SEE_OFFLINE: Role.GOVERNOR,
     Action.GOVERN: Role.GOVERNOR,
     Action.MANAGE_WORKSPACES: Role.ADMIN,
@@ -105,6 +109,8 @@ PAGE_EVENTS: dict[str, Action] = {
     "govern": Action.GOVERN,
     "traces": Action.SEE_TRACES,
     "upload": Action.UPLOAD,
+    "confirm_removal": Action.REMOVE_OWN,  # what a removal would take away, said first
+    "remove_upload": Action.REMOVE_OWN,  # another's only by one who may REMOVE_ANY
     "sources": Action.ASK,
     "progress": Action.ASK,
     "create_workspace": Action.MANAGE_WORKSPACES,

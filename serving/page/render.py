@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import quote
@@ -107,9 +107,11 @@ def sources_html(
     workspace_id: str | None,
     *,
     running: bool,
+    removable: Collection[str] = (),
 ) -> str:
     """The workspace's folders and each document's state as the user sees them (indexing,
-    indexed, taken offline, or failed and why), with a download of each original."""
+    indexed, taken offline, or failed and why), with a download of each original, and a
+    "remove" beside each upload named in ``removable`` (those the user may remove)."""
     records = documents.records
     labels = source_labels(settings.watched_folders)  # a document id starts with its label
     uploads = next((label for label, f in labels.items() if f == settings.upload_folder), None)
@@ -134,9 +136,15 @@ def sources_html(
             if doc_id in records and records[doc_id].state == "indexed"
             else ""
         )
-        listed.setdefault(doc_id.split("/", 1)[0], []).append(
+        label, _, name = doc_id.partition("/")
+        remove = (
+            f" <button class='remove' data-remove='{html.escape(name)}'>remove</button>"
+            if label == uploads and name in removable
+            else ""
+        )
+        listed.setdefault(label, []).append(
             f"<div class='cite' data-doc='{html.escape(doc_id)}'>{html.escape(doc_id)} "
-            f"<span class='where'>{html.escape(state)}</span>{download}</div>"
+            f"<span class='where'>{html.escape(state)}</span>{download}{remove}</div>"
         )
     parts = ["<div class='evidence'>"]
     if running:

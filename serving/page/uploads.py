@@ -1,8 +1,10 @@
 """Files uploaded into the open workspace, each one's fate (refused and why, received, parsed,
-then searchable or failed), and the workspace's sources and count while they are indexed."""
+then searchable or failed), and the workspace's sources and count while they are indexed; an
+upload removed, once the user confirms it."""
 
 from __future__ import annotations
 
+import html
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -59,8 +61,42 @@ class Uploads(Handlers):
         """The sources' states, and the progress timer on while the workspace indexes."""
         assistant, running = self._refreshed(workspace_id, request)
         documents = self._documents(assistant, request)
-        sources = sources_html(assistant.settings, documents, workspace_id, running=running)
+        sources = self._sources(assistant, documents, request, running=running)
         return sources, gr.Timer(active=running)
+
+    def confirm_removal(
+        self, workspace_id: str | None, event: gr.SelectData, request: gr.Request
+    ) -> tuple[Any, ...]:
+        """A "remove" clicked in the sources (``event.value``: the upload's name): what removing
+        it takes away, said before it happens, with the choice to remove it or keep it."""
+        user, name = self.signed_in(request), str(event.value)
+        try:
+            workspace = self.workspaces.workspace(user, workspace_id or "", Action.REMOVE_OWN)
+        except NotAllowed as error:
+            raise refusal(error) from error
+        if name not in self.workspaces.removable_uploads(user, workspace.id):
+            raise gr.Error(f"{name} is not an upload of yours to remove", print_exception=False)
+        said = (
+            f"<p>Remove the upload <b>{html.escape(name)}</b> from {html.escape(workspace.name)}?"
+            " Its file is deleted and its document leaves search once the index run ends.</p>"
+        )
+        return {"workspace": workspace.id, "name": name}, said, gr.Column(visible=True)
+
+    def remove_upload(self, doomed: dict[str, str], request: gr.Request) -> tuple[Any, ...]:
+        """Remove the upload the user confirmed removing (``doomed``: its workspace and name),
+        the confirmation closed, and the sources shown while the run takes it out."""
+        try:
+            self.workspaces.remove_upload(
+                self.signed_in(request), doomed["workspace"], doomed["name"]
+            )
+        except NotAllowed as error:
+            raise refusal(error) from error
+        gr.Info(f"{doomed['name']} removed; taking it out of search")
+        return None, gr.Column(visible=False), *self.show_sources(doomed["workspace"], request)
+
+    def keep_upload(self) -> tuple[Any, ...]:
+        """A removal not gone on with: the confirmation closed."""
+        return None, gr.Column(visible=False)
 
     def progress(
         self, workspace_id: str | None, batch: list[dict[str, Any]], request: gr.Request
@@ -72,10 +108,20 @@ class Uploads(Handlers):
         stages = StageFiles(assistant.settings.stage_root)
         parsed = {sent["doc_id"] for sent in batch if sent["doc_id"] and _parsed(stages, sent)}
         return (
-            sources_html(assistant.settings, documents, workspace_id, running=running),
+            self._sources(assistant, documents, request, running=running),
             gr.Timer(active=running),
             uploads_html(batch, documents.records, parsed, running=running),
             indexed_status(documents.records.values()),
+        )
+
+    def _sources(
+        self, assistant: Assistant, documents: Documents, request: gr.Request, *, running: bool
+    ) -> str:
+        """The sources listed, a "remove" beside each upload the user may remove."""
+        workspace_id = assistant.settings.workspace
+        removable = self.workspaces.removable_uploads(self.signed_in(request), workspace_id)
+        return sources_html(
+            assistant.settings, documents, workspace_id, running=running, removable=removable
         )
 
     def _documents(self, assistant: Assistant, request: gr.Request) -> Documents:

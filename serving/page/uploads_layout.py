@@ -1,5 +1,6 @@
 """The open workspace's Sources: the upload box, what became of the last upload's files, the
-sources listed, and the timer that shows them again while uploads are indexed."""
+sources listed (each upload the user may remove with a "remove", confirmed before it happens),
+and the timer that shows them again while uploads are indexed."""
 
 from __future__ import annotations
 
@@ -17,9 +18,24 @@ class SourcesPanel:
     replace: gr.Checkbox  # files named as uploads already there replace them
     uploaded: gr.HTML  # what became of each file of the last upload
     last_upload: gr.State  # each file of the last upload, and its fate
-    sources: gr.HTML
+    sources: gr.HTML  # a "remove" beside each upload the user may remove
+    removal: gr.Column  # a removal's confirmation: what it takes away, to remove or keep
+    removal_said: gr.HTML
+    remove_for_good: gr.Button
+    keep_upload: gr.Button
+    doomed: gr.State  # the upload to remove once confirmed: its workspace and name
     refresh_sources: gr.Button
     indexing_progress: gr.Timer  # active while uploads are indexed
+
+
+# A "remove" clicked in the sources asks Python to confirm removing the upload it names.
+_REMOVE_CLICKS = """
+element.addEventListener('click', (event) => {
+  const remove = event.target.closest('button.remove');
+  if (!remove) return;
+  trigger('select', {index: 0, value: remove.dataset.remove});
+});
+"""
 
 
 def lay_out_sources() -> SourcesPanel:
@@ -37,7 +53,15 @@ def lay_out_sources() -> SourcesPanel:
             )
         uploaded = gr.HTML("", elem_id="upload-outcomes")
         last_upload = gr.State([])
-        sources = gr.HTML("", elem_id="sources")
+        sources = gr.HTML("", elem_id="sources", js_on_load=_REMOVE_CLICKS)
+        with gr.Column(visible=False, elem_id="removal") as removal:
+            removal_said = gr.HTML("")
+            with gr.Row():
+                remove_for_good = gr.Button(
+                    "Remove", size="sm", variant="stop", elem_id="remove-for-good"
+                )
+                keep_upload = gr.Button("Keep", size="sm", elem_id="keep-upload")
+        doomed = gr.State(None)
         refresh_sources = gr.Button("Refresh", size="sm", elem_id="refresh-sources")
         # Shows the uploads' and sources' states again every 2 s while uploads are indexed.
         indexing_progress = gr.Timer(2.0, active=False)
@@ -48,6 +72,11 @@ def lay_out_sources() -> SourcesPanel:
         uploaded,
         last_upload,
         sources,
+        removal,
+        removal_said,
+        remove_for_good,
+        keep_upload,
+        doomed,
         refresh_sources,
         indexing_progress,
     )
@@ -56,8 +85,9 @@ def lay_out_sources() -> SourcesPanel:
 def wire_sources(
     panel: SourcesPanel, uploading: Uploads, workspace: gr.Dropdown, status: gr.Markdown
 ) -> None:
-    """An upload taken, the sources refreshed, and the progress shown while they are indexed
-    (the sources, the timer, the uploads' fates and the workspace's ``status``)."""
+    """An upload taken, one removed once confirmed, the sources refreshed, and the progress
+    shown while they are indexed (the sources, the timer, the uploads' fates and the
+    workspace's ``status``)."""
     sources_outputs = [panel.sources, panel.indexing_progress]
     progress_outputs = [*sources_outputs, panel.uploaded, status]
     panel.uploads.upload(
@@ -68,6 +98,25 @@ def wire_sources(
         # The file data as sent: Gradio's processing would leave an empty file behind in its
         # folder per file; its check that each lies in its upload folder comes first.
         preprocess=False,
+    )
+    panel.sources.select(
+        uploading.confirm_removal,
+        workspace,
+        [panel.doomed, panel.removal_said, panel.removal],
+        api_name="confirm_removal",
+    )
+    panel.remove_for_good.click(
+        uploading.remove_upload,
+        panel.doomed,
+        [panel.doomed, panel.removal, *sources_outputs],
+        api_name="remove_upload",
+    )
+    panel.keep_upload.click(
+        uploading.keep_upload,
+        None,
+        [panel.doomed, panel.removal],
+        api_name="keep",
+        api_visibility="private",
     )
     panel.refresh_sources.click(
         uploading.show_sources, workspace, sources_outputs, api_name="sources"
