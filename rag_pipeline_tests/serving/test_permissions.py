@@ -226,7 +226,7 @@ EVENT_INPUTS: dict[str, Inputs] = {
     "traces": lambda s, p: [WORKSPACE],
     "upload": lambda s, p: [[p.upload_empty_file()], WORKSPACE, False],
     "confirm_removal": lambda s, p: [WORKSPACE],  # of no upload: refused past the permission
-    "remove_upload": lambda s, p: [{"workspace": WORKSPACE, "name": "none.md"}],
+    "remove_upload": lambda s, p: [None, WORKSPACE],  # none confirmed: refused past it
     "sources": lambda s, p: [WORKSPACE],
     "progress": lambda s, p: [WORKSPACE, None],
     "create_workspace": lambda s, p: ["", 0],  # no name: refused past the permission

@@ -82,17 +82,22 @@ class Uploads(Handlers):
         )
         return {"workspace": workspace.id, "name": name}, said, gr.Column(visible=True)
 
-    def remove_upload(self, doomed: dict[str, str], request: gr.Request) -> tuple[Any, ...]:
-        """Remove the upload the user confirmed removing (``doomed``: its workspace and name),
-        the confirmation closed, and the sources shown while the run takes it out."""
+    def remove_upload(
+        self, doomed: dict[str, str] | None, workspace_id: str | None, request: gr.Request
+    ) -> tuple[Any, ...]:
+        """Remove the upload the user confirmed removing (``doomed``: its workspace and name;
+        the session's, never the browser's) from the open workspace, the confirmation closed,
+        and the sources shown while the run takes it out."""
+        user = self.signed_in(request)
         try:
-            self.workspaces.remove_upload(
-                self.signed_in(request), doomed["workspace"], doomed["name"]
-            )
+            workspace = self.workspaces.workspace(user, workspace_id or "", Action.REMOVE_OWN)
+            if not doomed or doomed["workspace"] != workspace.id:  # another workspace's since
+                raise gr.Error("no removal confirmed in this workspace", print_exception=False)
+            self.workspaces.remove_upload(user, workspace.id, doomed["name"])
         except NotAllowed as error:
             raise refusal(error) from error
         gr.Info(f"{doomed['name']} removed; taking it out of search")
-        return None, gr.Column(visible=False), *self.show_sources(doomed["workspace"], request)
+        return None, gr.Column(visible=False), *self.show_sources(workspace.id, request)
 
     def keep_upload(self) -> tuple[Any, ...]:
         """A removal not gone on with: the confirmation closed."""

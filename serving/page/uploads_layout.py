@@ -107,7 +107,7 @@ def wire_sources(
     )
     panel.remove_for_good.click(
         uploading.remove_upload,
-        panel.doomed,
+        [panel.doomed, workspace],
         [panel.doomed, panel.removal, *sources_outputs],
         api_name="remove_upload",
     )
