@@ -42,7 +42,7 @@ from rag_pipeline.parsing.pdf_layout import (
 from rag_pipeline.parsing.pdf_ocr import ScanReader, picture_blocks
 from rag_pipeline.parsing.pdf_tables import Table
 
-PARSER_VERSION = "pdf-6"
+PARSER_VERSION = "pdf-5"
 
 _HEADING_SIZE_RATIO = 1.15
 _MAX_HEADING_LEVELS = 4
@@ -118,10 +118,9 @@ def parse_pdf(path: Path, options: ParseOptions) -> ParsedDocument:
     )
 
 
-def _heading_levels(blocks: list[Block], captions: set[int]) -> dict[int, int]:
+def _heading_levels(blocks: list[Block]) -> dict[int, int]:
     """Heading level per block index: larger type ranks higher; bold at body size, and a
-    table's caption (``captions``), rank last; a table's caption that opens its page ranks
-    first."""
+    table's caption, rank last; a table's caption that opens its page ranks first."""
     sizes = Counter[float]()
     for block in blocks:
         if not block.is_table:
@@ -137,7 +136,7 @@ def _heading_levels(blocks: list[Block], captions: set[int]) -> dict[int, int]:
             candidates[index] = block.size
         elif block.bold and block.size >= body * 0.95 and len(block.lines) <= 2:
             candidates[index] = body  # ranks below every larger size
-    for index in captions:
+    for index in _table_captions(blocks):
         page_title = index == 0 or blocks[index - 1].page != blocks[index].page
         # A statement's title heading its page starts a section of its own, at the top level.
         candidates[index] = math.inf if page_title else candidates.get(index, body)
@@ -176,10 +175,8 @@ def _table_captions(blocks: list[Block]) -> Iterable[int]:
 
 
 def _elements_with_sections(blocks: list[Block]) -> list[Element]:
-    captions = set(_table_captions(blocks))
-    levels = _heading_levels(blocks, captions)
+    levels = _heading_levels(blocks)
     path: list[tuple[int, str]] = []
-    caption_last = False  # whether the path ends in a table's caption
     elements: list[Element] = []
     for index, block in enumerate(blocks):
         text = block.text.strip()
@@ -187,14 +184,9 @@ def _elements_with_sections(blocks: list[Block]) -> list[Element]:
             continue
         level = levels.get(index)
         if level is not None:
-            # A table's caption heads its table only: the next heading is never under it
-            # (one opening its page, ranked first, would take every later heading in).
-            if caption_last:
-                path.pop()
             while path and path[-1][0] >= level:
                 path.pop()
             path.append((level, text))
-            caption_last = index in captions
         kind: ElementKind = "title" if level is not None else "paragraph"
         elements.append(
             Element(

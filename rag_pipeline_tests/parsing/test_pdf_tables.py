@@ -114,17 +114,6 @@ def test_a_statement_row_keeps_its_label_with_its_values_and_their_years(
     assert table.section[-1] == "Consolidated Statements of Cash Flows"
 
 
-def test_a_table_caption_opening_its_page_heads_its_table_only(tmp_path: Path) -> None:
-    # Ranked first, the statement's title took every later heading under it ("Consolidated
-    # Statements of Cash Flows > Note 1", as "Output by quarter > Safety").
-    parsed = read_document(statement_pdf(tmp_path / "report.pdf"))
-    sections = {e.text: e.section for e in parsed.elements if e.kind == "title"}
-    assert sections["Consolidated Statements of Cash Flows"] == (
-        "Consolidated Statements of Cash Flows",
-    )
-    assert [sections[f"Note {n}"] for n in (1, 2, 3)] == [("Note 1",), ("Note 2",), ("Note 3",)]
-
-
 def test_each_table_row_has_the_box_of_its_line_on_the_page(tmp_path: Path) -> None:
     parsed = read_document(statement_pdf(tmp_path / "report.pdf"))
     table = _table(parsed.elements, page=2)
