@@ -134,7 +134,7 @@ def test_an_archived_document_leaves_a_readers_sources_filters_and_count_a_gover
                 else:
                     expect(listed).to_have_count(0)
                 page.get_by_text("Filters", exact=True).click()
-                page.get_by_label("Documents").click()
+                page.get_by_label("Documents", exact=True).click()
                 choices = page.get_by_role("option")
                 expect(choices.filter(has_text="docs/guide.md")).to_have_count(1)
                 expect(choices.filter(has_text=REPORT)).to_have_count(1 if governs else 0)
