@@ -26,7 +26,7 @@ from rag_pipeline.store import (
     open_serving_store,
 )
 from serving.answer import Answer, Message, answer, load_answerer
-from serving.citing import quoted_pages
+from serving.citing import quoted_pages, quoted_spans
 from serving.history import History, StoredMessage
 from serving.questions import referred_question, refers_back
 from serving.rerank import load_reranker
@@ -76,6 +76,11 @@ class Source:
         text = " ".join(shown.split())
         if not text and is_picture(payload):
             text = "(a picture)"
+        if quotes := quoted_spans(shown, answer_text) if answer_text else []:
+            first = " ".join(shown[quotes[0][0] : quotes[0][1]].split())
+            at = text.find(first)
+            if at > 0 and at + len(first) > _SNIPPET_CHARS:  # what it quotes would be cut off
+                text = "… " + text[at:]
         return cls(
             number=number,
             doc_id=payload.get("doc_id", ""),

@@ -1,6 +1,7 @@
 """Where in its passage a citation points: the pages of the sentences the answer quotes from
 it, so that a passage running over two pages is cited, and shown, at the page its quoted
-sentences lie on rather than at the page it starts on.
+sentences lie on rather than at the page it starts on; and where in its text the first of them
+starts, for its evidence line.
 
 A chunk's text is the line naming its document (when it has one), then one line per piece of
 its document, and it keeps one box per piece, on the piece's page (``chunking.chunk_document``):
@@ -30,15 +31,21 @@ def quoted_pages(payload: dict[str, Any], answer_text: str) -> list[int]:
     shown = shown_text(payload)
     offset = len(payload.get("text", "")) - len(shown)  # what is shown ends the text
     quoted_characters: Counter[int] = Counter()
-    for start, end in sentence_spans(shown):
-        sentence = shown[start:end].strip()
-        if not (is_statement(sentence) and quoted(sentence) in answer_text):
-            continue
+    for start, end in quoted_spans(shown, answer_text):
         for (line_start, line_end), page in lines:
             overlap = min(end + offset, line_end) - max(start + offset, line_start)
             if overlap > 0 and page is not None:
                 quoted_characters[page] += overlap
     return [page for page, _ in quoted_characters.most_common()]
+
+
+def quoted_spans(text: str, answer_text: str) -> list[tuple[int, int]]:
+    """The spans of ``text``'s sentences that ``answer_text`` quotes whole, in order."""
+    return [
+        (start, end)
+        for start, end in sentence_spans(text)
+        if is_statement(sentence := text[start:end].strip()) and quoted(sentence) in answer_text
+    ]
 
 
 def _lines_on_pages(payload: dict[str, Any]) -> list[tuple[tuple[int, int], int | None]]:

@@ -16,7 +16,7 @@ from rag_pipeline.cli import main
 from rag_pipeline.config import Settings, load_settings
 from rag_pipeline_tests.conftest import IndexedPlaces
 from rag_pipeline_tests.serving.conftest import serving
-from serving.assistant import Assistant, cited_sources
+from serving.assistant import Assistant, Source, cited_sources
 from serving.citing import quoted_pages
 from serving.page.chat import _previewed
 from serving.page.render import cited_passage, evidence_html, linked
@@ -79,6 +79,19 @@ def test_a_passage_quoted_on_both_its_pages_is_cited_over_both(assistant: Assist
     [source] = cited_sources(final)
     assert source["pages"] == [1, 2]
     assert "<span class='where'>pp. 1–2</span>" in evidence_html([source], None)
+
+
+def test_the_evidence_line_starts_at_the_sentence_quoted_when_it_lies_past_the_snippet(
+    assistant: Assistant,
+) -> None:
+    passage = assistant.search("Quillon lighthouse", owner=OWNER).passages[0]
+    lead = "The harbour office keeps the keys of the old tower. " * 8  # 416 characters
+    passage.payload = dict(passage.payload, text=f"{lead}{passage.payload['text']}", bboxes=[])
+    answer = "From the documents: The Quillon lighthouse stands 38 metres tall. [1]"
+    quoting = Source.of(1, passage, answer)
+    assert quoting.snippet.startswith("… The Quillon lighthouse stands 38 metres tall.")
+    as_found = Source.of(1, passage)  # nothing quoted: from its start
+    assert as_found.snippet.startswith("The harbour office") and as_found.snippet.endswith("…")
 
 
 def test_a_page_the_passage_does_not_lie_on_is_refused(assistant: Assistant) -> None:
