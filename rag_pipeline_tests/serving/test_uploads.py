@@ -154,6 +154,23 @@ def _sent(folder: Path, name: str, text: str) -> list[tuple[str, Path]]:
     return [(name, copy)]
 
 
+class _Uploading:
+    """One file at a time uploaded into the default workspace: why it was refused, or None;
+    with ``indexed``, once the index run it started has ended."""
+
+    def __init__(self, workspaces: ServedWorkspaces, folder: Path, *, indexed: bool) -> None:
+        self.workspaces, self.folder, self.indexed = workspaces, folder, indexed
+
+    def __call__(self, user: User, name: str, text: str, *, replace: bool = False) -> str | None:
+        sent = _sent(self.folder, name, text)
+        [taken] = self.workspaces.upload(user, DEFAULT_WORKSPACE, sent, replace=replace)
+        if self.indexed:
+            within(
+                300, "the upload indexed", lambda: not self.workspaces.indexing(DEFAULT_WORKSPACE)
+            )
+        return taken.refused
+
+
 CONTRIBUTING = UserSettings(workspaces=[DEFAULT_WORKSPACE], contribute=[DEFAULT_WORKSPACE])
 GOVERNING = UserSettings(workspaces=[DEFAULT_WORKSPACE], govern=[DEFAULT_WORKSPACE])
 
@@ -165,11 +182,7 @@ def test_a_name_differing_only_in_letter_case_or_unicode_form_is_the_same_docume
     bob, carol = User("bob", CONTRIBUTING), User("carol", CONTRIBUTING)
     governor = User("gov", GOVERNING)
     workspaces = ServedWorkspaces(settings)
-
-    def upload(user: User, name: str, text: str, *, replace: bool = False) -> str | None:
-        sent = _sent(tmp_path / "sent", name, text)
-        [taken] = workspaces.upload(user, DEFAULT_WORKSPACE, sent, replace=replace)
-        return taken.refused
+    upload = _Uploading(workspaces, tmp_path / "sent", indexed=False)
 
     composed, decomposed = "Caf\u00e9.md", "Cafe\u0301.md"
     try:
@@ -242,12 +255,7 @@ def test_a_rejected_passage_blocks_no_replacement_and_a_document_taken_offline_n
     bob, carol = User("bob", CONTRIBUTING), User("carol", CONTRIBUTING)
     governor = User("gov", GOVERNING)
     workspaces = ServedWorkspaces(settings)
-
-    def upload(user: User, name: str, text: str, *, replace: bool = False) -> str | None:
-        sent = _sent(tmp_path / "sent", name, text)
-        [taken] = workspaces.upload(user, DEFAULT_WORKSPACE, sent, replace=replace)
-        within(300, "the upload indexed", lambda: not workspaces.indexing(DEFAULT_WORKSPACE))
-        return taken.refused
+    upload = _Uploading(workspaces, tmp_path / "sent", indexed=True)
 
     try:
         assert upload(bob, "note.md", PELICANS) is None
