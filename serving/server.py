@@ -61,6 +61,9 @@ def build_app(workspaces: ServedWorkspaces) -> FastAPI:
         app,
         page,
         path="/",
+        # An unexpected error's text (a path of the server, a database's message) stays in the
+        # log; what a user is told is said by gr.Error, which Gradio shows regardless.
+        show_error=False,
         max_file_size=round(
             workspaces.settings.serving.max_upload_mb * UPLOAD_HARD_CAP * gr.FileSize.MB
         ),

@@ -207,6 +207,7 @@ def test_the_gradio_client_with_a_token_answers_only_within_its_workspaces(
         "/traces": ("default",),
         "/upload": ([handle_file(str(note))], "default"),
         "/sources": ("default",),
+        "/remove_upload": ("default",),
     }
     with _gradio(url, tokens["alice"]) as alice:
         assert set(alice.view_api(print_info=False, return_format="dict")["named_endpoints"]) == (

@@ -69,11 +69,12 @@ class Uploads(Handlers):
     ) -> tuple[Any, ...]:
         """A "remove" clicked in the sources (``event.value``: the upload's name): what removing
         it takes away, said before it happens, with the choice to remove it or keep it."""
-        user, name = self.signed_in(request), str(event.value)
+        user = self.signed_in(request)
         try:
             workspace = self.workspaces.workspace(user, workspace_id or "", Action.REMOVE_OWN)
         except NotAllowed as error:
             raise refusal(error) from error
+        name = str(event.value)
         if name not in self.workspaces.removable_uploads(user, workspace.id):
             raise gr.Error(f"{name} is not an upload of yours to remove", print_exception=False)
         said = (

@@ -104,6 +104,7 @@ def wire_sources(
         workspace,
         [panel.doomed, panel.removal_said, panel.removal],
         api_name="confirm_removal",
+        api_visibility="private",  # a click in the list names the upload; a call could not
     )
     panel.remove_for_good.click(
         uploading.remove_upload,
