@@ -81,6 +81,12 @@ _ENGLISH_PRONOUN = re.compile(
 )
 _CHINESE_REFERRING = _PRONOUNS | {"这里", "那里"}  # whole words: not 其 in 其他, 该 in 应该
 _SHORT_FOLLOW_UP = 3  # words: a question this short leans on the one before it
+# Capitalised, yet no name of a thing asked about: "Is it open on Sunday?" still leans back.
+_CALENDAR = re.compile(
+    r"(?:mon|tues|wednes|thurs|fri|satur|sun)day|january|february|march|april|may|june|july|"
+    r"august|september|october|november|december",
+    re.IGNORECASE,
+)
 
 # What a question word asks for, which a sentence answering a part that asks nothing else
 # ("…, and when?") must hold: a date for when, a number for how many or how much.
@@ -162,7 +168,12 @@ def refers_back(question: str) -> bool:
     if _OPENS_FOLLOW_UP.search(question):
         return True
     words = _words(question)
-    if not any(is_name and not word[0].isdigit() for word, is_name in words) and (
+    named = [
+        word
+        for word, is_name in words
+        if is_name and not word[0].isdigit() and not _CALENDAR.fullmatch(word)
+    ]
+    if not named and (
         _ENGLISH_PRONOUN.search(question) or any(w in _CHINESE_REFERRING for w, _ in words)
     ):
         return True
