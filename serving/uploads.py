@@ -165,11 +165,19 @@ class Uploads:
         return document
 
     def removable(self, workspace: Workspace, remover: str, *, removes_any: bool) -> list[str]:
-        """The names of the uploads the user may remove (see :meth:`remove`)."""
+        """The names of the uploads the user may remove (see :meth:`remove`). Asked on every
+        look at the sources: the catalog read once, and only the user's own files hashed."""
+        uploaded = uploaded_files(workspace)
+        if removes_any:
+            return sorted(path.name for path in uploaded)
+        with Catalog(workspace.settings) as catalog:
+            offline = documents_offline(catalog)
+        ledger = UploadLedger(workspace)
         return sorted(
             path.name
-            for path in uploaded_files(workspace)
-            if removes_any or _not_ones_own(workspace, path, remover) is None
+            for path in uploaded
+            if _upload_document(workspace.settings, path) not in offline
+            and ledger.sent_by(path, remover)
         )
 
     def _clear_cut_short(self, started: float) -> None:
@@ -244,7 +252,7 @@ def _not_ones_own(workspace: Workspace, uploaded: Path, user: str) -> str | None
         offline = documents_offline(catalog).get(_upload_document(workspace.settings, uploaded))
     if offline:
         return f"is {offline}: only a governor may"
-    if UploadLedger(workspace).uploader(uploaded) != user:
+    if not UploadLedger(workspace).sent_by(uploaded, user):
         return "was uploaded by someone else: only they or a governor may"
     return None
 
@@ -318,13 +326,14 @@ class UploadLedger:
         with self._connected() as db:
             db.execute("DELETE FROM uploads WHERE name = ?", (name,))
 
-    def uploader(self, uploaded: Path) -> str | None:
-        """Who uploaded the file as it is now; None: nobody (it is not what they sent)."""
+    def sent_by(self, uploaded: Path, user: str) -> bool:
+        """Whether ``user`` uploaded the file as it is now (hashed only when they sent one of
+        its name)."""
         with self._connected() as db:
             row = db.execute(
-                "SELECT uploader, sha256 FROM uploads WHERE name = ?", (uploaded.name,)
+                "SELECT sha256 FROM uploads WHERE name = ? AND uploader = ?", (uploaded.name, user)
             ).fetchone()
-        return row[0] if row and row[1] == file_sha256(uploaded) else None
+        return row is not None and row[0] == file_sha256(uploaded)
 
     @contextmanager
     def _connected(self) -> Iterator[sqlite3.Connection]:
