@@ -77,9 +77,9 @@ class Source:
         if not text and is_picture(payload):
             text = "(a picture)"
         if quotes := quoted_spans(shown, answer_text) if answer_text else []:
-            first = " ".join(shown[quotes[0][0] : quotes[0][1]].split())
-            at = text.find(first)
-            if at > 0 and at + len(first) > _SNIPPET_CHARS:  # what it quotes would be cut off
+            quote = " ".join(shown[quotes[0][0] : quotes[0][1]].split())
+            at = text.find(quote)
+            if at > 0 and at + len(quote) >= _SNIPPET_CHARS:  # the cut would take part of it
                 text = "… " + text[at:]
         return cls(
             number=number,
