@@ -8,6 +8,7 @@ replica of it (``replica.py``).
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Sequence
 from contextlib import suppress
 from pathlib import Path
@@ -161,12 +162,18 @@ def embedded_files_state(settings: Settings, collection: str) -> str | None:
     if uses_server(settings):
         return None
     folder = embedded_path(settings, collection)
+    entries = []
+    # os.walk passes over a folder the engine removes meanwhile (its atomic writes' temporary
+    # folders), where Path.rglob raised.
+    for root, _, files in os.walk(folder):
+        for name in files:
+            path = Path(root) / name
+            with suppress(FileNotFoundError):  # a file the engine replaced meanwhile
+                stat = path.stat()
+                entries.append(f"{path.relative_to(folder)}\0{stat.st_size}\0{stat.st_mtime_ns}\n")
     digest = hashlib.sha256()
-    for path in sorted(folder.rglob("*")):
-        with suppress(FileNotFoundError):  # a file the engine replaced meanwhile
-            stat = path.stat()
-            entry = f"{path.relative_to(folder)}\0{stat.st_size}\0{stat.st_mtime_ns}\n"
-            digest.update(entry.encode())
+    for entry in sorted(entries):
+        digest.update(entry.encode())
     return digest.hexdigest()
 
 
