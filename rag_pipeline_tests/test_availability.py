@@ -262,6 +262,9 @@ def test_in_a_browser_a_governor_archives_a_cited_document_and_puts_it_back(
         page = browser.new_page()
         page.goto(server.url + "/")
         open_workspace(page)
+        page.get_by_text("Sources", exact=True).click()
+        listed = page.locator("#sources [data-doc='docs/otters.md']")
+        expect(listed).to_contain_text("indexed")
         ask_on_the_page(page, "Why do otters hold hands?")
         page.locator("#evidence a.citation").first.click(timeout=60_000)
         # Only what fits where the document stands is offered: nothing to put back yet.
@@ -272,6 +275,8 @@ def test_in_a_browser_a_governor_archives_a_cited_document_and_puts_it_back(
         expect(page.locator("#archive")).to_be_hidden(timeout=30_000)
         expect(page.locator("#reject-passage")).to_be_hidden()
         expect(page.locator("#preview-text")).to_contain_text("The document is archived")
+        # Sources, open meanwhile, marks it at once (no reload).
+        expect(listed).to_contain_text("archived: out of search")
         found = httpx.get(f"{server.url}/api/search", params={"q": "otters hold hands"})
         assert "docs/otters.md" not in [document["id"] for document in found.json()]
         status = {row["doc_id"]: row for row in cli("status", "--home", home, "--json").json()}
@@ -281,6 +286,7 @@ def test_in_a_browser_a_governor_archives_a_cited_document_and_puts_it_back(
         page.locator(".toast-body").filter(has_text="back in search").wait_for(timeout=30_000)
         expect(page.locator("#put-back")).to_be_hidden(timeout=30_000)
         expect(page.locator("#archive")).to_be_visible()
+        expect(listed).not_to_contain_text("archived")
         found = httpx.get(f"{server.url}/api/search", params={"q": "otters hold hands"})
         assert "docs/otters.md" in [document["id"] for document in found.json()]
 

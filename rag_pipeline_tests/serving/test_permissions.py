@@ -228,6 +228,7 @@ EVENT_INPUTS: dict[str, Inputs] = {
     "confirm_removal": lambda s, p: [WORKSPACE],  # of no upload: refused past the permission
     "remove_upload": lambda s, p: [None, WORKSPACE],  # none confirmed: refused past it
     "sources": lambda s, p: [WORKSPACE],
+    "governed_sources": lambda s, p: [WORKSPACE],
     "progress": lambda s, p: [WORKSPACE, None],
     "create_workspace": lambda s, p: ["", 0],  # no name: refused past the permission
     "rename_workspace": lambda s, p: [None, "", WORKSPACE, 0],

@@ -112,6 +112,7 @@ PAGE_EVENTS: dict[str, Action] = {
     "confirm_removal": Action.REMOVE_OWN,  # what a removal would take away, said first
     "remove_upload": Action.REMOVE_OWN,  # another's only by one who may REMOVE_ANY
     "sources": Action.ASK,
+    "governed_sources": Action.ASK,  # the sources listed anew after a governing action
     "progress": Action.ASK,
     "create_workspace": Action.MANAGE_WORKSPACES,
     "rename_workspace": Action.MANAGE_WORKSPACES,

@@ -256,8 +256,21 @@ def wire_workspace(
     opened.answers.evidence.select(
         asking.show_citation, opened.workspace, opened.preview.outputs, api_visibility="private"
     )
+
+    def governed(event: Any) -> None:
+        """After a governing action, the passage shown again and the sources listed anew (a
+        document taken offline or put back is marked there for the governor)."""
+        previewing(event)
+        event.then(
+            cards.uploads.show_sources,
+            opened.workspace,
+            [opened.sources.sources, opened.sources.indexing_progress],
+            api_name="governed_sources",
+            api_visibility="private",
+        )
+
     wire_governing(
-        opened.preview.governing, governance, opened.preview.chunk, opened.workspace, previewing
+        opened.preview.governing, governance, opened.preview.chunk, opened.workspace, governed
     )
     opened.refresh_traces.click(
         asking.show_traces, opened.workspace, opened.traces, api_name="traces"
