@@ -53,12 +53,15 @@ def _shown_page(page: Page) -> str | None:
 def test_a_quote_from_a_passages_second_page_is_linked_listed_previewed_and_opened_there(
     served: str, browser: Browser
 ) -> None:
+    from playwright.sync_api import expect
+
     page = _asked(browser, served)
+    # The preview follows the answer once it is whole (while it streams, it may show page 1).
+    expect(page.locator("#preview-text")).to_contain_text("page 2", timeout=30_000)
+    assert _shown_page(page) == "2"
     linked = page.locator("#chat a[href^='#cite:']").first.get_attribute("href") or ""
     assert unquote(linked).endswith("&page=2")
     assert "p. 2" in page.locator("#evidence .cite .where").first.inner_text()
-    assert _shown_page(page) == "2"
-    assert "page 2" in page.locator("#preview-text").inner_text()
     # The original opens at the cited page, under its own name (Chromium's PDF viewer titles
     # its tab by the address's last part).
     original = page.locator("#original-file").get_attribute("href") or ""
