@@ -115,8 +115,9 @@ def rank_every_method(
 ) -> tuple[dict[str, dict[str, list[Unit]]], list[float]]:
     """(method → query id → ranked units, the page's retrieval latency per query in ms).
 
-    One search of ``depth`` chunks per ranking serves every method: ``dense`` and ``bm25`` (or
-    ``splade``) alone; ``hybrid <fusion>`` for each fusion, on the first ``retrieval.prefetch``
+    One search of ``depth`` chunks per ranking serves every method: ``dense`` (the dense and
+    the multilingual model's rankings, as the hybrid fuses them) and ``bm25`` (or ``splade``)
+    alone; ``hybrid <fusion>`` for each fusion, on the first ``retrieval.prefetch``
     of both rankings as the page fuses them, without freshness; ``hybrid <fusion> +
     freshness`` for the configured fusion with freshness as configured (else a half-life of
     ``FRESHNESS_DAYS``); ``hybrid <fusion> - page context`` for the configured fusion without
@@ -144,10 +145,12 @@ def rank_every_method(
         retriever.retrieve(text)
         latencies.append((time.perf_counter() - started) * 1000)
         nearest = retriever.search(text, limit=max(depth, config.prefetch))
-        record("dense", query_id, units_of(nearest.dense))
+        record("dense", query_id, units_of(retriever.dense_side(text, nearest)))
         record(sparse_name, query_id, units_of(nearest.sparse))
         prefetched = NearestHits(
-            nearest.dense[: config.prefetch], nearest.sparse[: config.prefetch]
+            nearest.dense[: config.prefetch],
+            nearest.sparse[: config.prefetch],
+            multilingual=nearest.multilingual[: config.prefetch],
         )
         for fusion in FUSIONS:
             variant = config.model_copy(update={"fusion": fusion, "freshness_half_life_days": None})

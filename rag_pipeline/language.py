@@ -166,6 +166,11 @@ _FUNCTION_WORDS: dict[str, frozenset[str]] = {
 }
 
 
+# Told apart by a few function words, often wrongly for tables, lists and names.
+LATIN_SCRIPT_LANGUAGES = frozenset(_FUNCTION_WORDS)
+UNDETERMINED = "und"  # no letters to tell a language by (numbers, symbols)
+
+
 def detect_language(text: str) -> str:
     """An ISO 639-1 code: zh, ja, ko, ru, ar, en, fr, de, es, it, pt, nl; ``und`` if unknown."""
     sample = text[:2000]
@@ -185,7 +190,7 @@ def detect_language(text: str) -> str:
     if count and count * 5 >= latin:
         return script
     if not latin:
-        return "und"
+        return UNDETERMINED
     words = _WORD.findall(sample.lower())
     votes = {
         lang: sum(word in vocabulary for word in words)

@@ -42,3 +42,14 @@ def test_stage_files_live_in_the_home_unless_a_folder_or_url_is_given_per_worksp
     assert folder.stage_root == tmp_path / "shared"
     workspace = load_settings(home, "acme-1a2b3c", indexing={"stage_url": "s3://bucket/stages"})
     assert str(workspace.stage_root) == "s3://bucket/stages/workspaces/acme-1a2b3c"
+
+
+def test_a_collection_recorded_before_multilingual_vectors_is_queried_without_them(
+    tmp_path: Path,
+) -> None:
+    settings = load_settings(tmp_path)
+    assert settings.embedding.multilingual_model is not None  # on by default
+    recorded = settings.vector_models()
+    del recorded["embedding"]["multilingual_model"]  # as collections recorded before it
+    assert settings.with_vector_models(recorded).embedding.multilingual_model is None
+    assert settings.with_vector_models(settings.vector_models()) == settings

@@ -195,6 +195,8 @@ class History:
                 "sparse_score": candidate.sparse_score,
                 "image_rank": candidate.image_rank,
                 "image_score": candidate.image_score,
+                "multilingual_rank": candidate.multilingual_rank,
+                "multilingual_score": candidate.multilingual_score,
                 "fused_score": candidate.fused_score,
                 "page_score": candidate.page_score,
                 "rerank_score": candidate.rerank_score,

@@ -34,6 +34,7 @@ from rag_pipeline.config.home import (
 )
 from rag_pipeline.config.indexing import (
     DEFAULT_DENSE_MODEL,
+    MULTILINGUAL_DENSE_MODEL,
     CatalogSettings,
     ChunkingSettings,
     DagsterSettings,
@@ -68,6 +69,7 @@ __all__ = [
     "DEFAULT_DENSE_MODEL",
     "DEFAULT_HOME",
     "HOME_ENV",
+    "MULTILINGUAL_DENSE_MODEL",
     "SETTINGS_FILE",
     "AccessSettings",
     "AnswerSettings",
@@ -243,7 +245,7 @@ class Settings(BaseSettings):
         """These settings with another collection's vector models (queries embed with them)."""
         changed = {
             section: type(getattr(self, section)).model_validate(
-                getattr(self, section).model_dump() | values
+                getattr(self, section).model_dump() | _RECORDED_BEFORE.get(section, {}) | values
             )
             for section, values in models.items()
         }
@@ -256,6 +258,7 @@ _VECTOR_MODEL_FIELDS = {
     "embedding": (
         "dense_model",
         "dense_model_path",
+        "multilingual_model",
         "sparse_model",
         "bm25_avg_len",
         "splade_model",
@@ -263,6 +266,9 @@ _VECTOR_MODEL_FIELDS = {
     ),
     "images": ("clip_model", "clip_pretrained"),
 }
+# What a field missing from a collection's record stands for: the record is older than the
+# field (a collection made before multilingual vectors has none).
+_RECORDED_BEFORE: dict[str, dict[str, Any]] = {"embedding": {"multilingual_model": None}}
 
 
 def load_settings(

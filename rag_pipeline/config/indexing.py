@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 
 DEFAULT_DENSE_MODEL = "local/all-MiniLM-L6-v2-int8"
+MULTILINGUAL_DENSE_MODEL = "local/multilingual-e5-small-q4"
 
 
 class ParsingSettings(BaseModel):
@@ -132,6 +133,13 @@ class EmbeddingSettings(BaseModel):
         description="Languages (ISO 639-1) the dense model understands; [] for any. Default: "
         "what the model registry says (the offline default: English), else any.",
     )
+    multilingual_model: str | None = Field(
+        MULTILINGUAL_DENSE_MODEL,
+        description="The dense model for text in a language the dense model does not "
+        "understand (dense_languages), and for questions in one: such passages get this "
+        "model's vector instead, under a vector name of its own. None: every text gets the "
+        "dense model's vector.",
+    )
     sparse_model: str = Field("Qdrant/bm25", description="fastembed sparse model for keywords.")
     bm25_avg_len: float = Field(
         100.0,
@@ -168,6 +176,17 @@ class EmbeddingSettings(BaseModel):
         if self.splade_model:
             return self.splade_model
         return f"{self.sparse_model}?avg_len={self.bm25_avg_len:g}"
+
+    def with_dense_model(self, model: str) -> EmbeddingSettings:
+        """These settings with ``model`` as the dense model, loaded from its own files."""
+        return self.model_copy(
+            update={
+                "dense_model": model,
+                "dense_model_path": None,
+                "dense_languages": None,
+                "multilingual_model": None,
+            }
+        )
 
     def dense_parallelism(self) -> tuple[int, int]:
         """(model copies, ONNX Runtime threads per copy) for the dense model."""

@@ -10,15 +10,22 @@ from rag_pipeline.embedding.cache import (
     SqliteEmbeddingCache,
     open_embedding_cache,
 )
-from rag_pipeline.embedding.dense import DenseEncoder
+from rag_pipeline.embedding.dense import DenseEncoder, LanguageDenseEncoders
 from rag_pipeline.embedding.image import ClipEncoder, clip_dim, clip_model_id
-from rag_pipeline.embedding.models import dense_model_dim, dense_model_languages, models_folder
+from rag_pipeline.embedding.models import (
+    dense_model_dim,
+    dense_model_languages,
+    is_foreign,
+    models_folder,
+    multilingual_model,
+)
 from rag_pipeline.embedding.sparse import SparseEncoder, SparseVector
 
 __all__ = [
     "ClipEncoder",
     "DenseEncoder",
     "EmbeddingCache",
+    "LanguageDenseEncoders",
     "SparseEncoder",
     "SparseVector",
     "SqliteEmbeddingCache",
@@ -28,7 +35,9 @@ __all__ = [
     "dense_model_languages",
     "ensure_dense",
     "ensure_sparse",
+    "is_foreign",
     "models_folder",
+    "multilingual_model",
     "open_embedding_cache",
 ]
 

@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rag_pipeline.config import EmbeddingSettings
-from rag_pipeline.embedding.models import dense_model_dim, load_dense_model, load_dense_tokenizer
+from rag_pipeline.embedding.models import (
+    dense_model_dim,
+    is_foreign,
+    load_dense_model,
+    load_dense_tokenizer,
+    multilingual_model,
+)
 
 if TYPE_CHECKING:
     from fastembed import TextEmbedding
@@ -123,3 +129,21 @@ class DenseEncoder:
     def embed_query(self, text: str) -> np.ndarray:
         self.calls += 1
         return np.asarray(next(iter(self.model.query_embed(text))), dtype=np.float32)
+
+
+class LanguageDenseEncoders:
+    """The dense model for each text's language: the configured one for the languages it
+    understands, the multilingual one (loaded on first use) for the rest."""
+
+    def __init__(self, settings: EmbeddingSettings, home: Path) -> None:
+        self.settings = settings
+        self.dense = DenseEncoder(settings, home)
+        foreign = multilingual_model(settings)
+        self.multilingual = (
+            DenseEncoder(settings.with_dense_model(foreign), home) if foreign else None
+        )
+
+    def for_language(self, lang: str) -> DenseEncoder:
+        if self.multilingual is not None and is_foreign(self.settings, lang):
+            return self.multilingual
+        return self.dense

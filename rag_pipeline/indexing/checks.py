@@ -19,6 +19,7 @@ from rag_pipeline.embedding.image import clip_model_id
 from rag_pipeline.files import write_atomically
 from rag_pipeline.indexing.run import Indexer, Metadata
 from rag_pipeline.store import (
+    VectorSizes,
     VectorStore,
     embedded_files_state,
     open_vector_store,
@@ -108,18 +109,20 @@ def run_checks(indexer: Indexer, doc_ids: list[str]) -> dict[str, CheckOutcome]:
 
 def _check_vector_size(indexer: Indexer) -> CheckOutcome:
     settings = indexer.settings
-    dense, image = vector_sizes(settings)
-    stored_dense, stored_image = indexer.store.dense_size(), indexer.store.image_size()
+    sizes = vector_sizes(settings)
+    store = indexer.store
+    stored = VectorSizes(store.dense_size(), store.image_size(), store.multilingual_size())
     failures: dict[str, str] = {}
-    if stored_dense not in (None, dense):
-        failures["*"] = f"text vectors are {stored_dense}-d, the model gives {dense}"
-    elif stored_dense is not None and stored_image != image:
-        failures["*"] = (
-            f"image vectors are {stored_image or 'absent'}, CLIP gives {image or 'none'}"
-        )
-    summary: Metadata = {"model": settings.embedding.dense_model, "dim": dense}
-    if image:
-        summary |= {"image_model": clip_model_id(settings.images), "image_dim": image}
+    if stored.dense is not None and stored != sizes:
+        failures["*"] = f"the store holds {stored}, the models give {sizes}"
+    summary: Metadata = {"model": settings.embedding.dense_model, "dim": sizes.dense}
+    if sizes.image:
+        summary |= {"image_model": clip_model_id(settings.images), "image_dim": sizes.image}
+    if sizes.multilingual:
+        summary |= {
+            "multilingual_model": settings.embedding.multilingual_model,
+            "multilingual_dim": sizes.multilingual,
+        }
     return CheckOutcome(not failures, failures, summary)
 
 

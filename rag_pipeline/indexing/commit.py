@@ -85,7 +85,8 @@ def write_points(indexer: Indexer, doc_ids: Iterable[str]) -> dict[str, Metadata
     to_index = [task for task in tasks.values() if task and task.action == "index"]
     known = catalog.documents(collection)
     if to_index:
-        indexer.store.ensure_collection(*vector_sizes(settings))
+        sizes = vector_sizes(settings)
+        indexer.store.ensure_collection(sizes.dense, sizes.image, sizes.multilingual)
         catalog.mark_for_repair(collection, [task.doc_id for task in to_index])
         pending: list[_Written] = []
         pending_points = 0

@@ -27,6 +27,7 @@ from rag_pipeline.config import Settings
 from rag_pipeline.embedding import (
     DenseEncoder,
     EmbeddingCache,
+    LanguageDenseEncoders,
     SparseEncoder,
     ensure_dense,
     ensure_sparse,
@@ -75,8 +76,12 @@ class Indexer:
         return target_collection(self.settings, self.catalog)
 
     @cached_property
+    def dense_by_language(self) -> LanguageDenseEncoders:
+        return LanguageDenseEncoders(self.settings.embedding, self.settings.root)
+
+    @property
     def dense(self) -> DenseEncoder:
-        return DenseEncoder(self.settings.embedding, self.settings.root)
+        return self.dense_by_language.dense
 
     @cached_property
     def sparse(self) -> SparseEncoder:
@@ -288,15 +293,28 @@ class Indexer:
         return self._embed(
             doc_ids,
             self.dense.model_id,
-            lambda texts: ensure_dense(self.dense, texts, self.cache),
+            self._ensure_dense,
             _progress("dense embeddings", "texts"),
         )
+
+    def _ensure_dense(self, rows: dict[str, dict[str, Any]]) -> set[str]:
+        """Dense vectors of the rows' texts, each by the model for its language."""
+        by_model: dict[DenseEncoder, dict[str, str]] = {}
+        for text_hash, row in rows.items():
+            encoder = self.dense_by_language.for_language(row["lang"])
+            by_model.setdefault(encoder, {})[text_hash] = row["text"]
+        embedded: set[str] = set()
+        for encoder, texts in by_model.items():
+            embedded |= ensure_dense(encoder, texts, self.cache)
+        return embedded
 
     def embed_sparse(self, doc_ids: Iterable[str]) -> dict[str, Metadata]:
         return self._embed(
             doc_ids,
             self.sparse.model_id,
-            lambda texts: ensure_sparse(self.sparse, texts, self.cache),
+            lambda rows: ensure_sparse(
+                self.sparse, {text_hash: row["text"] for text_hash, row in rows.items()}, self.cache
+            ),
             _progress("sparse embeddings", "texts"),
         )
 
@@ -304,7 +322,7 @@ class Indexer:
         self,
         doc_ids: Iterable[str],
         model_id: str,
-        ensure: Callable[[dict[str, str]], set[str]],
+        ensure: Callable[[dict[str, dict[str, Any]]], set[str]],
         progress: Callable[[int, int], None],
     ) -> dict[str, Metadata]:
         """Vectors for the run's chunk texts not in the cache yet, a slice of texts at a time
@@ -313,7 +331,7 @@ class Indexer:
         total = sum(self.stages.chunk_count(task.doc_id) for task in self._tasks(doc_ids))
         tally = _EmbeddingTally(model_id, "chunks")
         owners: list[tuple[str, str]] = []  # (doc id, text hash) of the slice's chunks
-        pending: dict[str, str] = {}
+        pending: dict[str, dict[str, Any]] = {}  # text hash → its chunk row
         done = 0
 
         def flush() -> None:
@@ -326,7 +344,7 @@ class Indexer:
         for doc_id, batch in self._chunk_batches(doc_ids):
             texts = [row for row in batch if row["text"]]  # an uncaptioned picture has no text
             owners.extend((doc_id, row["text_hash"]) for row in texts)
-            pending.update((row["text_hash"], row["text"]) for row in texts)
+            pending.update((row["text_hash"], row) for row in texts)
             done += len(batch)
             if len(pending) >= _EMBED_SLICE:
                 flush()

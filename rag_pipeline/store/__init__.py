@@ -24,6 +24,7 @@ from rag_pipeline.store.schema import (
     IndexPoint,
     NearestHits,
     QueryFilter,
+    VectorSizes,
     is_picture,
     payload_pages,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "StoreBusyError",
     "StoreError",
     "VectorModels",
+    "VectorSizes",
     "VectorStore",
     "drop_collection",
     "embedded_files_state",
@@ -79,9 +81,12 @@ class SearchableStore(Protocol):
         limit: int,
         query_filter: QueryFilter | None = None,
         image: np.ndarray | None = None,
+        multilingual: np.ndarray | None = None,
     ) -> NearestHits:
         """The ``limit`` nearest points by the dense, the sparse and the image vector (when
-        ``image``, a CLIP text-tower vector, is given and pictures have vectors), in one search.
+        ``image``, a CLIP text-tower vector, is given and pictures have vectors), and the
+        multilingual one (when ``multilingual``, that model's query vector, is given and the
+        collection has such vectors), in one search.
 
         Fusion happens in ``serving.retrieval``, where each ranking is also kept for traces and
         evaluation.
@@ -92,12 +97,19 @@ class SearchableStore(Protocol):
     ) -> list[Hit]:
         """The ``limit`` pictures nearest to a CLIP vector (search by image)."""
 
+    def holds_multilingual(self) -> bool:
+        """Whether any point has a multilingual vector (text in a language the dense model
+        does not understand): only then is a question embedded by that model too."""
+
 
 class VectorStore(SearchableStore, Protocol):
-    def ensure_collection(self, dense_dim: int, image_dim: int | None = None) -> None:
+    def ensure_collection(
+        self, dense_dim: int, image_dim: int | None = None, multilingual_dim: int | None = None
+    ) -> None:
         """Create the collection if missing; fail clearly if it exists with other vector sizes.
 
-        ``image_dim``: the size of the pictures' CLIP vectors, None when there are none.
+        ``image_dim``: the size of the pictures' CLIP vectors, None when there are none;
+        ``multilingual_dim``: that of the multilingual model's, None when there are none.
         """
 
     def upsert(self, points: Sequence[IndexPoint]) -> None: ...
@@ -118,6 +130,9 @@ class VectorStore(SearchableStore, Protocol):
 
     def image_size(self) -> int | None:
         """The size of the image vectors, or None when the collection has none."""
+
+    def multilingual_size(self) -> int | None:
+        """The size of the multilingual model's vectors, or None when the collection has none."""
 
     def drop(self) -> None:
         """Delete the collection with all its points."""

@@ -28,9 +28,15 @@ class OnlineOnly:
         limit: int,
         query_filter: QueryFilter | None = None,
         image: np.ndarray | None = None,
+        multilingual: np.ndarray | None = None,
     ) -> NearestHits:
         return self.store.nearest(
-            dense, sparse, limit=limit, query_filter=self._online(query_filter), image=image
+            dense,
+            sparse,
+            limit=limit,
+            query_filter=self._online(query_filter),
+            image=image,
+            multilingual=multilingual,
         )
 
     def nearest_pictures(
@@ -39,6 +45,9 @@ class OnlineOnly:
         return self.store.nearest_pictures(
             image, limit=limit, query_filter=self._online(query_filter)
         )
+
+    def holds_multilingual(self) -> bool:
+        return self.store.holds_multilingual()
 
     def _online(self, query_filter: QueryFilter | None) -> QueryFilter | None:
         live = self.catalog.live_collection()
@@ -74,19 +83,28 @@ class CommittedOnly:
         limit: int,
         query_filter: QueryFilter | None = None,
         image: np.ndarray | None = None,
+        multilingual: np.ndarray | None = None,
     ) -> NearestHits:
         found = self.store.nearest(
-            dense, sparse, limit=limit, query_filter=query_filter, image=image
+            dense,
+            sparse,
+            limit=limit,
+            query_filter=query_filter,
+            image=image,
+            multilingual=multilingual,
         )
-        live = self._live(found.dense + found.sparse + found.image)
-        rankings = dataclasses.fields(found)  # dense, sparse, image
-        return NearestHits(*(self._kept(getattr(found, kind.name), live) for kind in rankings))
+        rankings = [kind.name for kind in dataclasses.fields(found)]
+        live = self._live([hit for kind in rankings for hit in getattr(found, kind)])
+        return NearestHits(**{kind: self._kept(getattr(found, kind), live) for kind in rankings})
 
     def nearest_pictures(
         self, image: np.ndarray, *, limit: int, query_filter: QueryFilter | None = None
     ) -> list[Hit]:
         found = self.store.nearest_pictures(image, limit=limit, query_filter=query_filter)
         return self._kept(found, self._live(found))
+
+    def holds_multilingual(self) -> bool:
+        return self.store.holds_multilingual()
 
     def _live(self, hits: list[Hit]) -> dict[str, str]:
         return self.catalog.live_versions(

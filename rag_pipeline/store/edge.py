@@ -27,12 +27,14 @@ from rag_pipeline.store.schema import (
     DENSE_VECTOR,
     IMAGE_VECTOR,
     INDEXED_FIELDS,
+    MULTILINGUAL_VECTOR,
     RANGE_FIELDS,
     SPARSE_VECTOR,
     Hit,
     IndexPoint,
     NearestHits,
     QueryFilter,
+    VectorSizes,
 )
 
 if TYPE_CHECKING:
@@ -53,6 +55,8 @@ class EdgeStore:
         self.path = path
         self._config: dict[str, Any] | None = None  # the shard's vector layout, read once
         self._written = 0  # points upserted since the shard was opened
+        # Whether any point has a multilingual vector: asked once, and again after a write.
+        self._holds_multilingual: bool | None = None
         # Beside the shard, not in it: the shard's folder is removed when it starts afresh.
         self._lock = FileLock(path.with_name(f".{path.name}.lock"))
         if not self._lock.acquire(wait_seconds):
@@ -74,7 +78,9 @@ class EdgeStore:
         except Exception as error:
             raise StoreError(f"cannot open the vector store at {self.path}: {error}") from error
 
-    def ensure_collection(self, dense_dim: int, image_dim: int | None = None) -> None:
+    def ensure_collection(
+        self, dense_dim: int, image_dim: int | None = None, multilingual_dim: int | None = None
+    ) -> None:
         from qdrant_edge import (
             Distance,
             EdgeConfig,
@@ -90,13 +96,13 @@ class EdgeStore:
         )
 
         if self._shard is not None:
-            if self.dense_size() == dense_dim and self.image_size() == image_dim:
+            held = (self.dense_size(), self.image_size(), self.multilingual_size())
+            if held == (dense_dim, image_dim, multilingual_dim):
                 return
             # Never dropped here: another layout is another collection (VectorLayout).
             raise StoreError(
-                f"the vector store at {self.path} holds {self.dense_size()}-d text and "
-                f"{self.image_size() or 'no'} image vectors but the models give {dense_dim}-d "
-                f"text and {image_dim or 'no'} image vectors"
+                f"the vector store at {self.path} holds {VectorSizes(*held)} but the models "
+                f"give {VectorSizes(dense_dim, image_dim, multilingual_dim)}"
             )
         # Cold: the files are mapped and read on demand, not loaded into memory when the shard
         # opens; the operating system's page cache keeps what searches touch. That holds for
@@ -111,6 +117,10 @@ class EdgeStore:
         if image_dim:
             vectors[IMAGE_VECTOR] = EdgeVectorParams(
                 size=image_dim, distance=Distance.Cosine, memory=Memory.Cold
+            )
+        if multilingual_dim:
+            vectors[MULTILINGUAL_VECTOR] = EdgeVectorParams(
+                size=multilingual_dim, distance=Distance.Cosine, memory=Memory.Cold
             )
         config = EdgeConfig(
             vectors=vectors,
@@ -145,6 +155,25 @@ class EdgeStore:
             return None
         return self._shard_config()["vectors"].get(IMAGE_VECTOR, {}).get("size")
 
+    def multilingual_size(self) -> int | None:
+        if self._shard is None:
+            return None
+        return self._shard_config()["vectors"].get(MULTILINGUAL_VECTOR, {}).get("size")
+
+    def holds_multilingual(self) -> bool:
+        from qdrant_edge import CountRequest, Filter, HasVectorCondition
+
+        if self._holds_multilingual is None:
+            self._holds_multilingual = bool(self.multilingual_size()) and (
+                self.shard.count(
+                    CountRequest(
+                        exact=True, filter=Filter(must=[HasVectorCondition(MULTILINGUAL_VECTOR)])
+                    )
+                )
+                > 0
+            )
+        return self._holds_multilingual
+
     def _shard_config(self) -> dict[str, Any]:
         """The layout qdrant_edge wrote when it created the shard (queries ask it each time)."""
         import json
@@ -167,6 +196,7 @@ class EdgeStore:
             ]
             self.shard.update(UpdateOperation.upsert_points(batch))
             self._written += len(batch)
+            self._holds_multilingual = None
             if self._written >= _REOPEN_AFTER_POINTS:
                 self._reopen()
 
@@ -204,6 +234,7 @@ class EdgeStore:
         keep = [FieldCondition("version", match=MatchValue(keep_version))] if keep_version else None
         selection = Filter(must=[FieldCondition("doc_id", match=MatchValue(doc_id))], must_not=keep)
         self._shard.update(UpdateOperation.delete_points_by_filter(selection))
+        self._holds_multilingual = None
 
     def count(self, doc_id: str | None = None) -> int:
         from qdrant_edge import CountRequest, FieldCondition, Filter, MatchValue
@@ -239,6 +270,7 @@ class EdgeStore:
         limit: int,
         query_filter: QueryFilter | None = None,
         image: np.ndarray | None = None,
+        multilingual: np.ndarray | None = None,
     ) -> NearestHits:
         from qdrant_edge import Query, QueryBatchRequest, QueryRequest, SparseVector
 
@@ -246,22 +278,32 @@ class EdgeStore:
             return NearestHits([], [])
         selection = _edge_filter(query_filter)
         indices, values = sparse
-        searches = [
-            Query.Nearest(dense.tolist(), using=DENSE_VECTOR),
-            Query.Nearest(SparseVector(indices.tolist(), values.tolist()), using=SPARSE_VECTOR),
-        ]
+        searches = {
+            "dense": Query.Nearest(dense.tolist(), using=DENSE_VECTOR),
+            "sparse": Query.Nearest(
+                SparseVector(indices.tolist(), values.tolist()), using=SPARSE_VECTOR
+            ),
+        }
         if image is not None and self.image_size():
-            searches.append(Query.Nearest(image.tolist(), using=IMAGE_VECTOR))
+            searches["image"] = Query.Nearest(image.tolist(), using=IMAGE_VECTOR)
+        if multilingual is not None and self.multilingual_size():
+            searches["multilingual"] = Query.Nearest(
+                multilingual.tolist(), using=MULTILINGUAL_VECTOR
+            )
         found = self._shard.query_batch(
             QueryBatchRequest(
                 [
                     QueryRequest(limit=limit, query=search, filter=selection, with_payload=True)
-                    for search in searches
+                    for search in searches.values()
                 ]
             )
         )
-        hits = [[Hit(str(p.id), p.score, p.payload or {}) for p in points] for points in found]
-        return NearestHits(*hits)
+        return NearestHits(
+            **{
+                ranking: [Hit(str(p.id), p.score, p.payload or {}) for p in points]
+                for ranking, points in zip(searches, found, strict=True)
+            }
+        )
 
     def nearest_pictures(
         self, image: np.ndarray, *, limit: int, query_filter: QueryFilter | None = None
@@ -306,6 +348,8 @@ def _vectors(point: IndexPoint, sparse_type: type) -> dict[str, Any]:
         vectors[SPARSE_VECTOR] = sparse_type(indices.tolist(), values.tolist())
     if point.image is not None:
         vectors[IMAGE_VECTOR] = point.image.tolist()
+    if point.multilingual is not None:
+        vectors[MULTILINGUAL_VECTOR] = point.multilingual.tolist()
     return vectors
 
 

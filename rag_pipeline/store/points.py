@@ -11,18 +11,21 @@ from typing import Any
 
 import numpy as np
 
-from rag_pipeline.config import Settings
+from rag_pipeline.config import EmbeddingSettings, Settings
 from rag_pipeline.embedding import (
     EmbeddingCache,
     SparseVector,
     clip_dim,
     clip_model_id,
     dense_model_dim,
+    is_foreign,
+    multilingual_model,
 )
 from rag_pipeline.store.schema import (
     DocumentFacts,
     IndexPoint,
     VectorLayout,
+    VectorSizes,
     chunk_point,
     is_picture,
 )
@@ -35,6 +38,8 @@ class VectorModels:
     dense: str
     sparse: str
     image: str | None  # no image vectors when None
+    multilingual: str | None  # text the dense model does not understand; None: no such vectors
+    embedding: EmbeddingSettings  # which text goes to which dense model
 
     @classmethod
     def of(cls, settings: Settings) -> VectorModels:
@@ -42,16 +47,35 @@ class VectorModels:
             dense=settings.embedding.dense_model,
             sparse=settings.embedding.sparse_model_id,
             image=clip_model_id(settings.images),
+            multilingual=multilingual_model(settings.embedding),
+            embedding=settings.embedding,
         )
 
     @property
     def layout(self) -> VectorLayout:
-        return VectorLayout(self.dense, self.sparse, self.image)
+        return VectorLayout(self.dense, self.sparse, self.image, self.multilingual)
+
+    def is_multilingual(self, lang: str) -> bool:
+        """Whether a text in ``lang`` has the multilingual model's vector."""
+        return is_foreign(self.embedding, lang)
+
+    def dense_for(self, lang: str) -> str:
+        """The model whose vector a text in ``lang`` has."""
+        return self.multilingual if self.multilingual and self.is_multilingual(lang) else self.dense
 
 
-def vector_sizes(settings: Settings) -> tuple[int, int | None]:
-    """(text vector size, image vector size or None) of the configured models."""
-    return dense_model_dim(settings.embedding, settings.root), clip_dim(settings.images)
+def vector_sizes(settings: Settings) -> VectorSizes:
+    """The sizes of the configured models' vectors."""
+    foreign = multilingual_model(settings.embedding)
+    return VectorSizes(
+        dense=dense_model_dim(settings.embedding, settings.root),
+        image=clip_dim(settings.images),
+        multilingual=(
+            dense_model_dim(settings.embedding.with_dense_model(foreign), settings.root)
+            if foreign
+            else None
+        ),
+    )
 
 
 def points_from_cache(
@@ -65,8 +89,13 @@ def points_from_cache(
     A chunk with text needs both text vectors, a picture its image vector when pictures have
     vectors. Chunks missing one are left out (the caller compares the counts).
     """
-    hashes = [row["text_hash"] for row in rows if row["text"]]
-    dense = cache.get_many(models.dense, hashes)
+    texts = [row for row in rows if row["text"]]
+    hashes = [row["text_hash"] for row in texts]
+    dense: dict[str, bytes] = {}
+    for model in {models.dense_for(row["lang"]) for row in texts}:
+        dense |= cache.get_many(
+            model, [row["text_hash"] for row in texts if models.dense_for(row["lang"]) == model]
+        )
     sparse = cache.get_many(models.sparse, hashes)
     pictures = [row["image_sha256"] for row in rows if is_picture(row)]
     images = cache.get_many(models.image, pictures) if models.image and pictures else {}
@@ -86,5 +115,10 @@ def points_from_cache(
             vector = SparseVector.from_bytes(sparse[text_hash])
             text_vectors = (vector.indices, vector.values)
         dense_vector = np.frombuffer(dense[text_hash], dtype=np.float32) if has_text else None
-        points.append(chunk_point(row, facts, dense_vector, text_vectors, image))
+        if dense_vector is not None and models.is_multilingual(row["lang"]):
+            points.append(
+                chunk_point(row, facts, None, text_vectors, image, multilingual=dense_vector)
+            )
+        else:
+            points.append(chunk_point(row, facts, dense_vector, text_vectors, image))
     return points

@@ -88,11 +88,19 @@ class _SharedStore:
         limit: int,
         query_filter: QueryFilter | None = None,
         image: np.ndarray | None = None,
+        multilingual: np.ndarray | None = None,
     ) -> NearestHits:
         search = self._search
         if search is None:
             return NearestHits([], [])
-        return search.nearest(dense, sparse, limit=limit, query_filter=query_filter, image=image)
+        return search.nearest(
+            dense,
+            sparse,
+            limit=limit,
+            query_filter=query_filter,
+            image=image,
+            multilingual=multilingual,
+        )
 
     def nearest_pictures(
         self, image: np.ndarray, *, limit: int, query_filter: QueryFilter | None = None
@@ -101,6 +109,10 @@ class _SharedStore:
         if search is None:
             return []
         return search.nearest_pictures(image, limit=limit, query_filter=query_filter)
+
+    def holds_multilingual(self) -> bool:
+        search = self._search
+        return search is not None and search.holds_multilingual()
 
     def refresh(self) -> RefreshReport:
         live = self._catalog.live_collection()
@@ -141,12 +153,18 @@ class EmbeddedReplica:
         limit: int,
         query_filter: QueryFilter | None = None,
         image: np.ndarray | None = None,
+        multilingual: np.ndarray | None = None,
     ) -> NearestHits:
         with self._lock:
             if self._mirror is None:
                 return NearestHits([], [])
             return self._mirror.store.nearest(
-                dense, sparse, limit=limit, query_filter=query_filter, image=image
+                dense,
+                sparse,
+                limit=limit,
+                query_filter=query_filter,
+                image=image,
+                multilingual=multilingual,
             )
 
     def nearest_pictures(
@@ -158,6 +176,10 @@ class EmbeddedReplica:
             return self._mirror.store.nearest_pictures(
                 image, limit=limit, query_filter=query_filter
             )
+
+    def holds_multilingual(self) -> bool:
+        with self._lock:
+            return self._mirror is not None and self._mirror.store.holds_multilingual()
 
     def refresh(self) -> RefreshReport:
         live = self.catalog.live_collection()
@@ -190,7 +212,8 @@ class _Mirror:
         self.settings = settings.with_vector_models(collection.models)
         self.path = replica_root(settings) / collection.name
         self.store = EdgeStore(self.path)
-        self.store.ensure_collection(*vector_sizes(self.settings))
+        sizes = vector_sizes(self.settings)
+        self.store.ensure_collection(sizes.dense, sizes.image, sizes.multilingual)
         self._held = {doc_id: version for doc_id, version in self.store.point_owners().values()}
         self._seen: tuple[object, ...] | None = None  # the catalog state refreshed from last
         self._waiting = False

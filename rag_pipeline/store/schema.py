@@ -15,6 +15,9 @@ import numpy as np
 from rag_pipeline import ids
 
 DENSE_VECTOR = "text_dense"  # cosine
+# cosine; the multilingual model's vectors of text the dense model does not understand (declared
+# when embedding.multilingual_model applies): a text chunk has this or DENSE_VECTOR, not both
+MULTILINGUAL_VECTOR = "text_dense_multilingual"
 SPARSE_VECTOR = "text_sparse"  # IDF modifier: Qdrant turns term weights into BM25 scores
 IMAGE_VECTOR = "image"  # cosine; CLIP vectors of pictures (declared when images.clip_model is set)
 
@@ -39,13 +42,34 @@ class VectorLayout:
     dense_model: str
     sparse_model: str
     image_model: str | None  # None: pictures have no vectors
+    multilingual_model: str | None = None  # None: the dense model embeds every text
 
     def collection_name(self, prefix: str) -> str:
         """``<prefix>-<hash of the layout>``: a valid Qdrant collection and folder name."""
-        return f"{prefix}-{ids.fingerprint(asdict(self))[:8]}"
+        return f"{prefix}-{ids.fingerprint(self.as_dict())[:8]}"
 
     def as_dict(self) -> dict[str, str | None]:
-        return asdict(self)
+        # Without multilingual vectors a layout is named as before they existed: such
+        # collections keep their names.
+        layout = asdict(self)
+        if layout["multilingual_model"] is None:
+            del layout["multilingual_model"]
+        return layout
+
+
+@dataclass(frozen=True, slots=True)
+class VectorSizes:
+    """The sizes of a collection's vectors, as the configured models make them."""
+
+    dense: int | None  # None: no collection yet
+    image: int | None  # None: pictures have no vectors
+    multilingual: int | None  # None: no multilingual vectors
+
+    def __str__(self) -> str:
+        return (
+            f"{self.dense}-d text, {self.image or 'no'} image and "
+            f"{self.multilingual or 'no'} multilingual vectors"
+        )
 
 
 def payload_pages(payload: Mapping[str, Any]) -> list[int]:
@@ -73,6 +97,7 @@ class IndexPoint:
     dense: np.ndarray | None = None
     sparse: tuple[np.ndarray, np.ndarray] | None = None  # (indices, values)
     image: np.ndarray | None = None
+    multilingual: np.ndarray | None = None
 
 
 @dataclass(slots=True)
@@ -89,6 +114,8 @@ class NearestHits:
     dense: list[Hit]
     sparse: list[Hit]
     image: list[Hit] = field(default_factory=list)  # by a CLIP query vector, when one was given
+    # by the multilingual model's query vector, when one was given
+    multilingual: list[Hit] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,11 +190,13 @@ def chunk_point(
     dense: np.ndarray | None,
     sparse: tuple[np.ndarray, np.ndarray] | None,
     image: np.ndarray | None = None,
+    *,
+    multilingual: np.ndarray | None = None,
 ) -> IndexPoint:
     """A catalog chunk row (see ``chunking.chunk_as_record``) as a point.
 
-    A text chunk has both text vectors; a picture has its CLIP vector and, when it has a
-    caption, the caption's text vectors.
+    A text chunk has both text vectors (its dense one by the dense or the multilingual model);
+    a picture has its CLIP vector and, when it has a caption, the caption's text vectors.
     """
     bboxes = chunk["bboxes"]
     first = bboxes[0] if bboxes else None
@@ -176,6 +205,7 @@ def chunk_point(
         dense=dense,
         sparse=sparse,
         image=image,
+        multilingual=multilingual,
         payload={
             "doc_id": document.doc_id,
             "chunk_id": chunk["chunk_id"],

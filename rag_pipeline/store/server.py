@@ -17,12 +17,14 @@ from rag_pipeline.store.schema import (
     DENSE_VECTOR,
     IMAGE_VECTOR,
     INDEXED_FIELDS,
+    MULTILINGUAL_VECTOR,
     RANGE_FIELDS,
     SPARSE_VECTOR,
     Hit,
     IndexPoint,
     NearestHits,
     QueryFilter,
+    VectorSizes,
 )
 
 if TYPE_CHECKING:
@@ -36,7 +38,8 @@ class QdrantServerStore:
     def __init__(self, client: QdrantClient, collection: str) -> None:
         self.client = client
         self.collection = collection
-        self._searches_images: bool | None = None  # see _has_image_vectors
+        self._declared: dict[str, bool] = {}  # see _declares
+        self._holds_multilingual = False
 
     @classmethod
     def from_settings(cls, settings: StoreSettings, collection: str) -> QdrantServerStore:
@@ -51,25 +54,32 @@ class QdrantServerStore:
     def _exists(self) -> bool:
         return self.client.collection_exists(self.collection)
 
-    def ensure_collection(self, dense_dim: int, image_dim: int | None = None) -> None:
+    def ensure_collection(
+        self, dense_dim: int, image_dim: int | None = None, multilingual_dim: int | None = None
+    ) -> None:
         from qdrant_client import models
 
-        size, image_size = self.dense_size(), self.image_size()
-        if (size, image_size) == (dense_dim, image_dim):
+        held = VectorSizes(
+            self.dense_size(), self.image_size(), self._named_size(MULTILINGUAL_VECTOR)
+        )
+        wanted = VectorSizes(dense_dim, image_dim, multilingual_dim)
+        if held == wanted:
             return
-        if size is not None:
+        if held.dense is not None:
             raise StoreError(
-                f"the Qdrant collection {self.collection!r} holds {size}-d text and "
-                f"{image_size or 'no'} image vectors but the models give {dense_dim}-d text and "
-                f"{image_dim or 'no'} image vectors"
+                f"the Qdrant collection {self.collection!r} holds {held} but the models give "
+                f"{wanted}"
             )
-        vectors = {
-            DENSE_VECTOR: models.VectorParams(size=dense_dim, distance=models.Distance.COSINE)
+        sizes = {
+            DENSE_VECTOR: dense_dim,
+            IMAGE_VECTOR: image_dim,
+            MULTILINGUAL_VECTOR: multilingual_dim,
         }
-        if image_dim:
-            vectors[IMAGE_VECTOR] = models.VectorParams(
-                size=image_dim, distance=models.Distance.COSINE
-            )
+        vectors = {
+            name: models.VectorParams(size=size, distance=models.Distance.COSINE)
+            for name, size in sizes.items()
+            if size
+        }
         self.client.create_collection(
             self.collection,
             vectors_config=vectors,
@@ -87,28 +97,42 @@ class QdrantServerStore:
             )
 
     def dense_size(self) -> int | None:
-        if not self._exists():
-            return None
-        vectors = self.client.get_collection(self.collection).config.params.vectors
-        return vectors[DENSE_VECTOR].size if isinstance(vectors, dict) else None
+        return self._named_size(DENSE_VECTOR)
 
     def image_size(self) -> int | None:
+        return self._named_size(IMAGE_VECTOR)
+
+    def multilingual_size(self) -> int | None:
+        return self._named_size(MULTILINGUAL_VECTOR)
+
+    def _named_size(self, name: str) -> int | None:
         if not self._exists():
             return None
         vectors = self.client.get_collection(self.collection).config.params.vectors
-        image = vectors.get(IMAGE_VECTOR) if isinstance(vectors, dict) else None
-        return image.size if image else None
+        found = vectors.get(name) if isinstance(vectors, dict) else None
+        return found.size if found else None
 
-    def _has_image_vectors(self) -> bool:
-        """Whether the collection has image vectors, asked once: a query need not ask the server
-        each time, and an existing collection's layout does not change (ensure_collection asks
-        for a new collection instead)."""
-        if self._searches_images is None:
-            size = self.image_size()
+    def _declares(self, name: str) -> bool:
+        """Whether the collection has vectors of that name, asked once for each: a query need
+        not ask the server each time, and an existing collection's layout does not change
+        (ensure_collection asks for a new collection instead)."""
+        if name not in self._declared:
+            size = self._named_size(name)
             if size is None and not self._exists():
                 return False  # no collection yet: ask again next time
-            self._searches_images = size is not None
-        return self._searches_images
+            self._declared[name] = size is not None
+        return self._declared[name]
+
+    def holds_multilingual(self) -> bool:
+        from qdrant_client import models
+
+        # Once true, kept: other processes write a server's collection, and a query vector too
+        # many only finds nothing.
+        if not self._holds_multilingual and self._declares(MULTILINGUAL_VECTOR):
+            has = models.Filter(must=[models.HasVectorCondition(has_vector=MULTILINGUAL_VECTOR)])
+            found = self.client.count(self.collection, count_filter=has, exact=True).count
+            self._holds_multilingual = found > 0
+        return self._holds_multilingual
 
     def upsert(self, points: Sequence[IndexPoint]) -> None:
         from qdrant_client import models
@@ -179,18 +203,24 @@ class QdrantServerStore:
         limit: int,
         query_filter: QueryFilter | None = None,
         image: np.ndarray | None = None,
+        multilingual: np.ndarray | None = None,
     ) -> NearestHits:
         from qdrant_client import models
         from qdrant_client.http.exceptions import UnexpectedResponse
 
         selection = _filter(query_filter)
         indices, values = sparse
-        searches: list[tuple[object, str]] = [
-            (dense.tolist(), DENSE_VECTOR),
-            (models.SparseVector(indices=indices.tolist(), values=values.tolist()), SPARSE_VECTOR),
-        ]
-        if image is not None and self._has_image_vectors():
-            searches.append((image.tolist(), IMAGE_VECTOR))
+        searches: dict[str, tuple[object, str]] = {
+            "dense": (dense.tolist(), DENSE_VECTOR),
+            "sparse": (
+                models.SparseVector(indices=indices.tolist(), values=values.tolist()),
+                SPARSE_VECTOR,
+            ),
+        }
+        if image is not None and self._declares(IMAGE_VECTOR):
+            searches["image"] = (image.tolist(), IMAGE_VECTOR)
+        if multilingual is not None and self._declares(MULTILINGUAL_VECTOR):
+            searches["multilingual"] = (multilingual.tolist(), MULTILINGUAL_VECTOR)
         try:
             found = self.client.query_batch_points(
                 self.collection,
@@ -198,7 +228,7 @@ class QdrantServerStore:
                     models.QueryRequest(
                         query=query, using=using, limit=limit, filter=selection, with_payload=True
                     )
-                    for query, using in searches
+                    for query, using in searches.values()
                 ],
             )
         except (UnexpectedResponse, ValueError) as error:
@@ -206,16 +236,17 @@ class QdrantServerStore:
             if _is_missing_collection(error):
                 return NearestHits([], [])
             raise
-        hits = [
-            [Hit(str(p.id), p.score, p.payload or {}) for p in response.points]
-            for response in found
-        ]
-        return NearestHits(*hits)
+        return NearestHits(
+            **{
+                ranking: [Hit(str(p.id), p.score, p.payload or {}) for p in response.points]
+                for ranking, response in zip(searches, found, strict=True)
+            }
+        )
 
     def nearest_pictures(
         self, image: np.ndarray, *, limit: int, query_filter: QueryFilter | None = None
     ) -> list[Hit]:
-        if not self._has_image_vectors():
+        if not self._declares(IMAGE_VECTOR):
             return []
         found = self.client.query_points(
             self.collection,
@@ -257,6 +288,8 @@ def _vectors(point: IndexPoint) -> dict[str, object]:
         )
     if point.image is not None:
         vectors[IMAGE_VECTOR] = point.image.tolist()
+    if point.multilingual is not None:
+        vectors[MULTILINGUAL_VECTOR] = point.multilingual.tolist()
     return vectors
 
 

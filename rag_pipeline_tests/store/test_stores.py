@@ -239,3 +239,35 @@ def test_an_embedded_shard_that_grew_large_is_optimized_into_exact_search_segmen
         assert nearest.sparse[0].payload["chunk_id"] == f"big.log#{row}"
     assert reopened.count() == 7000
     reopened.close()
+
+
+@pytest.mark.parametrize("backend", ["edge", "qdrant-client"])
+def test_multilingual_vectors_are_searched_apart_and_leave_with_their_document(
+    backend: str, tmp_path: Path
+) -> None:
+    opened: VectorStore = (
+        EdgeStore(tmp_path / "edge") if backend == "edge" else _local_mode(tmp_path)
+    )
+    try:
+        opened.ensure_collection(DIM, multilingual_dim=DIM)
+        opened.upsert([_point("en", "v1", 0, seed=1)])
+        assert not opened.holds_multilingual()
+        chinese = _point("zh", "v1", 0, seed=2, lang="zh")
+        chinese.multilingual, chinese.dense = chinese.dense, None
+        opened.upsert([chinese])
+        assert opened.holds_multilingual()
+        assert chinese.multilingual is not None and chinese.sparse is not None
+        found = opened.nearest(
+            chinese.multilingual, chinese.sparse, limit=5, multilingual=chinese.multilingual
+        )
+        assert [hit.payload["doc_id"] for hit in found.dense] == ["en"]
+        assert [hit.payload["doc_id"] for hit in found.multilingual] == ["zh"]
+        opened.delete_document("zh")
+        assert opened.count() == 1
+        # The embedded store asks again after a write; a server's answer, once yes, is kept
+        # (other processes write it; a query vector too many only finds nothing).
+        assert opened.holds_multilingual() is (backend != "edge")
+        with pytest.raises(StoreError, match="multilingual"):
+            opened.ensure_collection(DIM)
+    finally:
+        opened.close()

@@ -30,7 +30,8 @@ class QueryError(ValueError):
 
 @dataclass(slots=True)
 class Candidate:
-    """A point found by the dense, sparse or image search (or several), with its fused score."""
+    """A point found by the dense, sparse, image or multilingual search (or several), with its
+    fused score."""
 
     point_id: str
     payload: dict[str, Any]
@@ -40,6 +41,8 @@ class Candidate:
     sparse_score: float | None = None
     image_rank: int | None = None  # by the query through CLIP's text tower, or by a picture
     image_score: float | None = None
+    multilingual_rank: int | None = None  # by the multilingual model (see NearestHits)
+    multilingual_score: float | None = None
     fused_score: float = 0.0
     page_score: float | None = None  # page_weight × the best fused score of its page's others
     rerank_score: float | None = None

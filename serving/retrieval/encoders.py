@@ -7,7 +7,7 @@ import weakref
 from dataclasses import dataclass
 
 from rag_pipeline.config import Settings
-from rag_pipeline.embedding import ClipEncoder, DenseEncoder, SparseEncoder
+from rag_pipeline.embedding import ClipEncoder, DenseEncoder, LanguageDenseEncoders, SparseEncoder
 
 
 @dataclass(eq=False)
@@ -17,6 +17,8 @@ class QueryEncoders:
     dense: DenseEncoder
     sparse: SparseEncoder
     clip: ClipEncoder | None  # pictures are searched by CLIP's text tower too, when configured
+    # the questions of a collection that holds multilingual vectors are embedded by it too
+    multilingual: DenseEncoder | None
 
 
 _ENCODERS: weakref.WeakValueDictionary[tuple[str, ...], QueryEncoders] = (
@@ -36,10 +38,12 @@ def query_encoders(settings: Settings) -> QueryEncoders:
     with _ENCODERS_LOCK:
         encoders = _ENCODERS.get(key)
         if encoders is None:  # models load at first use, not under this lock
+            dense = LanguageDenseEncoders(settings.embedding, settings.root)
             encoders = QueryEncoders(
-                DenseEncoder(settings.embedding, settings.root),
+                dense.dense,
                 SparseEncoder(settings.embedding, settings.root),
                 ClipEncoder(settings.images) if settings.images.clip_model else None,
+                dense.multilingual,
             )
             _ENCODERS[key] = encoders
         return encoders

@@ -8,14 +8,29 @@ from rag_pipeline.config import RetrievalSettings
 from rag_pipeline.store import Hit, NearestHits
 from serving.retrieval.candidates import Candidate
 
-# The rankings fusion merges: NearestHits fields, each weighted by RetrievalSettings.<kind>_weight.
-_RANKINGS = ("dense", "sparse", "image")
+# The rankings fusion merges: NearestHits fields.
+_RANKINGS = ("dense", "sparse", "image", "multilingual")
 
 
-def fuse(nearest: NearestHits, settings: RetrievalSettings) -> list[Candidate]:
-    """Merge the dense, sparse and image rankings into one, best first."""
+def fuse(
+    nearest: NearestHits, settings: RetrievalSettings, *, understood: bool = True
+) -> list[Candidate]:
+    """Merge the dense, sparse, image and multilingual rankings into one, best first.
+
+    Each counts its ``RetrievalSettings`` weight, the multilingual model's the dense weight;
+    but for a question in a language the dense model does not understand (not
+    ``understood``), its ranking counts ``foreign_dense_weight`` (close to random), and for one
+    it understands, the multilingual ranking (of passages in other languages, reached by
+    meaning alone, never by their words) counts half: a question is likelier about passages in
+    its own language.
+    """
     rankings: dict[str, list[Hit]] = {kind: getattr(nearest, kind) for kind in _RANKINGS}
-    weights: dict[str, float] = {kind: getattr(settings, f"{kind}_weight") for kind in _RANKINGS}
+    weights = {
+        "dense": settings.dense_weight if understood else settings.foreign_dense_weight,
+        "sparse": settings.sparse_weight,
+        "image": settings.image_weight,
+        "multilingual": settings.dense_weight if not understood else settings.dense_weight / 2,
+    }
     candidates: dict[str, Candidate] = {}
     # A ranking weighted 0 brings no candidates of its own; its ranks are kept for traces.
     for kind in sorted(rankings, key=lambda kind: weights[kind] == 0):

@@ -14,6 +14,7 @@ from rag_pipeline.embedding import dense_model_languages
 from rag_pipeline.language import detect_language
 from rag_pipeline.store import (
     CommittedOnly,
+    Hit,
     NearestHits,
     OnlineOnly,
     QueryFilter,
@@ -48,10 +49,11 @@ class Retriever:
         self.store = store
         self.reranker = reranker
         self.encoders = query_encoders(settings)
-        self.dense, self.sparse, self.clip = (
+        self.dense, self.sparse, self.clip, self.multilingual = (
             self.encoders.dense,
             self.encoders.sparse,
             self.encoders.clip,
+            self.encoders.multilingual,
         )
         self._dense_languages = dense_model_languages(settings.embedding)
 
@@ -95,13 +97,19 @@ class Retriever:
         limit: int,
         timings: dict[str, float] | None = None,
     ) -> NearestHits:
-        """The query embedded by both models, and the ``limit`` nearest points by each."""
+        """The query embedded by each model, and the ``limit`` nearest points by each (by the
+        multilingual model only where some passages have its vectors)."""
         text = _normalised(query)
         timings = {} if timings is None else timings
         with _timed(timings, "embed"):
             dense = self.dense.embed_query(text)
             sparse = self.sparse.embed_query(text)
             image = self.clip.embed_query(text) if self.clip else None
+            multilingual = (
+                self.multilingual.embed_query(text)
+                if self.multilingual is not None and self.store.holds_multilingual()
+                else None
+            )
         with _timed(timings, "search"):
             return self.store.nearest(
                 dense,
@@ -109,6 +117,7 @@ class Retriever:
                 limit=limit,
                 query_filter=query_filter,
                 image=image,
+                multilingual=multilingual,
             )
 
     def search_by_picture(
@@ -150,10 +159,10 @@ class Retriever:
         ``min_score``.
         """
         terms = self.sparse.query_terms(query)  # None for SPLADE, which expands the query
-        config = self._for_query(query, terms, fusion or self.settings.retrieval)
+        config = self._for_query(terms, fusion or self.settings.retrieval)
         timings = {} if timings is None else timings
         with _timed(timings, "fuse"):
-            candidates = fuse(nearest, config)
+            candidates = fuse(nearest, config, understood=self.understands(query))
             if config.page_weight:
                 candidates = with_page_context(candidates, config.page_weight)
         depth = max(config.rerank_candidates, keep)
@@ -185,21 +194,27 @@ class Retriever:
         ]
         return candidates, passages
 
-    def _for_query(
-        self, query: str, terms: int | None, config: RetrievalSettings
-    ) -> RetrievalSettings:
-        """``config``, with the dense weight lowered when the dense model does not know the
-        query's language (an English model asked in Chinese ranks close to at random), and the
-        keyword weight lowered for a question of more than ``sparse_query_terms`` keyword
-        ``terms``."""
-        weights: dict[str, float] = {}
-        if self._dense_languages is not None and (
-            detect_language(query) not in self._dense_languages
-        ):
-            weights["dense_weight"] = config.foreign_dense_weight
+    def dense_side(self, query: str, nearest: NearestHits) -> list[Hit] | list[Candidate]:
+        """What the hybrid's dense side finds, for evaluation: the dense model's ranking, fused
+        with the multilingual model's as :meth:`rank` weighs them where there is one."""
+        if not nearest.multilingual:
+            return nearest.dense
+        dense_only = NearestHits(nearest.dense, [], multilingual=nearest.multilingual)
+        return fuse(dense_only, self.settings.retrieval, understood=self.understands(query))
+
+    def understands(self, query: str) -> bool:
+        """Whether the dense model understands the query's language (an English model asked
+        in Chinese ranks close to at random: fusion then leans on the other rankings)."""
+        return self._dense_languages is None or detect_language(query) in self._dense_languages
+
+    @staticmethod
+    def _for_query(terms: int | None, config: RetrievalSettings) -> RetrievalSettings:
+        """``config``, with the keyword weight lowered for a question of more than
+        ``sparse_query_terms`` keyword ``terms``."""
         if config.sparse_query_terms is not None and terms and terms > config.sparse_query_terms:
-            weights["sparse_weight"] = config.sparse_weight * config.sparse_query_terms / terms
-        return config.model_copy(update=weights) if weights else config
+            weight = config.sparse_weight * config.sparse_query_terms / terms
+            return config.model_copy(update={"sparse_weight": weight})
+        return config
 
 
 def _normalised(query: str) -> str:
