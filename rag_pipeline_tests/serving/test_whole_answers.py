@@ -15,11 +15,13 @@ import pytest
 
 from rag_pipeline.cli import main
 from rag_pipeline.config import Settings, load_settings
+from rag_pipeline.store import QueryFilter
 from rag_pipeline_tests.conftest import IndexedPlaces
 from rag_pipeline_tests.serving.conftest import serving
-from serving.answer import Answer
+from serving.answer import Answer, nothing_found, searched_line
 from serving.assistant import Assistant
 from serving.questions import question_parts, referred_question, refers_back
+from serving.retrieval import Retrieval
 from serving.server import BackgroundServer
 
 OWNER = "local"
@@ -188,7 +190,7 @@ def test_a_follow_up_that_refers_back_is_searched_with_the_question_before_and_s
     conversation, _ = list(assistant.ask("青溪茶园是谁创办的？", owner=OWNER))[-1]
     final = _ask(assistant, "它几点开门？", conversation)
     assert "八点" in final.text and final.text.endswith(
-        "(检索词: “青溪茶园是谁创办的？ 它几点开门？”)"
+        "（检索词：“青溪茶园是谁创办的？ 它几点开门？”）"
     )
 
 
@@ -259,6 +261,29 @@ def test_a_follow_up_refers_to_the_last_question_that_stood_alone() -> None:
     assert referred_question([*asked, "Who founded Kestrel?"]) == "Who founded Kestrel?"
     assert referred_question(["And what?"]) == "And what?"  # the first stands alone
     assert referred_question([]) == ""
+
+
+@pytest.mark.parametrize(
+    ("question", "after_nothing", "after_an_answer"),
+    [
+        (
+            "Who founded Marrow Bakery?",
+            "Searched for: “Who founded Marrow Bakery?”, with no filters.",
+            "(Searched for: “Who founded Marrow Bakery?”)",
+        ),
+        (
+            "火星上有几个卫星？",
+            "检索词：“火星上有几个卫星？”，未设筛选条件。",
+            "（检索词：“火星上有几个卫星？”）",
+        ),
+    ],
+)
+def test_what_was_searched_is_punctuated_as_the_questions_language_is(
+    question: str, after_nothing: str, after_an_answer: str
+) -> None:
+    retrieval = Retrieval(question, QueryFilter(), [], [], None)
+    assert nothing_found(question, retrieval).endswith("\n\n" + after_nothing)
+    assert searched_line(question, retrieval) == after_an_answer
 
 
 def test_the_answerers_modules_import_without_a_cycle() -> None:
