@@ -43,6 +43,7 @@ euros. In 2023 the staff moved to Bellhaven. In 2024 revenue was 6 million euros
 LIGHTHOUSE = [
     "The Corvid Point lighthouse was first lit on 3 March 1874. It stands on a granite ledge.",
     "Its light is visible for 21 nautical miles in clear weather.",
+    "The tower stands 34 metres tall. Its lamp turns once every 15 seconds.",
 ]
 
 
@@ -134,6 +135,20 @@ def test_a_part_that_is_only_a_question_word_asks_it_of_the_part_before(
     final = _ask(assistant, "Who founded Kestrel Bakery, and when?")
     assert "Ada Kestrel" in final.text and "1987" in final.text
     assert "nothing here says" not in final.text
+
+
+def test_a_part_asking_a_measurement_is_answered_by_a_number_with_a_fitting_unit(
+    assistant: Assistant,
+) -> None:
+    # "height" is not in "The tower stands 34 metres tall": the quantity says it.
+    asked = "When was the Corvid Point lighthouse first lit?"
+    conversation, _ = list(assistant.ask(asked, owner=OWNER))[-1]
+    height = _ask(assistant, "And its height?", conversation)
+    assert "34 metres tall" in height.text
+    assert "21 nautical miles" not in height.text and "15 seconds" not in height.text
+    # Metres, miles and seconds are no weight, and the bakery's figures no height.
+    assert not _ask(assistant, "How heavy is the Corvid Point lighthouse?").supported
+    assert not _ask(assistant, "What is the height of Kestrel Bakery?").supported
 
 
 def test_a_figure_of_another_year_is_not_quoted(assistant: Assistant) -> None:
