@@ -37,7 +37,8 @@ class ExtractiveAnswerer:
     English part's focus (the salary in "What is the salary of the safety officer?") and the
     part's numbers (2022 in "revenue in 2022": another year's figure does not answer); a part
     asking a measurement, the word or a number with a fitting unit ("And its height?": "The
-    tower stands 34 metres tall"; :mod:`serving.stand_ins`). A
+    tower stands 34 metres tall"; :mod:`serving.stand_ins`); a Chinese part about an English
+    document, the English counterparts of its focus words (head baker for 首席面包师). A
     shared term tells as much as it is rare among the passages found (BM25's inverse document
     frequency over them): the document's name, in every passage of it, says little; a word of
     the question found in one passage says a lot. After a part's best sentence, others are
@@ -72,7 +73,7 @@ class ExtractiveAnswerer:
         for sentences, vector in zip(statements, vectors, strict=True):
             terms = (
                 [
-                    set(v.indices.tolist()) | standing_in.held(sentence)
+                    (held := set(v.indices.tolist())) | standing_in.held(sentence, held)
                     for sentence, v in zip(
                         sentences, self.terms.embed_documents(sentences), strict=True
                     )
@@ -111,7 +112,8 @@ class ExtractiveAnswerer:
             found_part = Asked(
                 about,
                 asked,
-                terms.focus,
+                terms.focus | (translated := asked & standing_in.counterparts.keys()),
+                translated,
                 numbers,
                 asked & standing_in.quantities.keys(),
                 shape or asked_quantity(part),
@@ -139,7 +141,9 @@ class Asked:
     """One part of a question: the terms it is ``about`` (a passage must hold them all), those
     it ``asks`` (the passage at least half of them, more than half in Chinese, where a
     ``focus`` cannot tell what is asked; a sentence one of them), the ``focus`` and the
-    ``numbers`` (2022 in "revenue in 2022") an answering sentence holds itself, the terms
+    ``numbers`` (2022 in "revenue in 2022") an answering sentence holds itself (a Chinese
+    part's focus: its words with English counterparts, ``translated``, which a passage holding
+    them all bears on, whatever other Chinese words it lacks), the terms
     asking a measurement of which it holds one (the word, or a quantity that fits it), the
     ``shape`` of what it asks for that the sentence matches (a date for "…, and when?", a
     height for 多高), and the conversation's terms, which tell equal sentences apart."""
@@ -147,6 +151,7 @@ class Asked:
     about: frozenset[int]
     asks: frozenset[int]
     focus: frozenset[int]
+    translated: frozenset[int]
     numbers: frozenset[int]
     measured: frozenset[int]
     shape: re.Pattern[str] | None
@@ -156,6 +161,8 @@ class Asked:
     def bears_on(self, terms: set[int]) -> bool:
         if not self.about <= terms or not self.asks:
             return False
+        if self.translated and self.translated <= terms:
+            return True  # an English passage holds no Chinese word: what it is about and asks
         covered = len(self.asks & terms) / len(self.asks)
         return covered > 0.5 if self.unspaced else covered >= 0.5
 

@@ -1,5 +1,7 @@
 """What a sentence says for a question's term without holding the term itself: a number with a
-fitting unit for a word asking a measurement ("The tower is 34 metres tall" for "height").
+fitting unit for a word asking a measurement ("The tower is 34 metres tall" for "height"), and
+the English counterpart of a Chinese question's focus word (baker for 面包师, in a Chinese
+question about an English document).
 
 A sentence's terms are taken with the question's terms it holds this way, so the extractive
 answerer weighs and requires them as it does the words themselves.
@@ -66,17 +68,52 @@ _CHINESE_ASKING_MEASUREMENT = {
     "多久": _pattern(_DURATION),
 }
 
+# A Chinese question's focus word → its English counterparts, each held by a sentence holding
+# all its words. Only common focus words of questions (roles, founding, building, place,
+# height), not the things they are asked of (面包店 in Kestrel面包店 is the name's noun): an
+# English passage answers a Chinese part when it holds the part's names and all its focus
+# words' counterparts, and the sentence quoted holds them (Velmora Textiles的首席面包师是谁？
+# stays unanswered).
+_ENGLISH_COUNTERPARTS = {
+    "首席": ("head", "chief"),
+    "面包师": ("baker",),
+    "创始人": ("founder", "founded"),
+    "创始": ("founder", "founded"),  # search cuts it out of 创始人 too
+    "创办": ("founded", "founder"),
+    "创立": ("founded", "founder"),
+    "成立": ("founded", "established"),
+    "建造": ("built",),
+    "建成": ("built", "completed"),
+    "位于": ("located",),
+    "总部": ("headquarters", "headquartered"),
+    "首席执行官": ("ceo", "chief executive"),
+    "经理": ("manager",),
+    "安全员": ("safety officer",),
+    "高度": ("height", "tall"),
+    "收入": ("revenue",),
+    "员工": ("staff", "employees"),
+}
+
 
 @dataclass(frozen=True, slots=True)
 class StandIns:
     """For the terms of a question (and its conversation) asking a measurement, the quantity
-    that answers each: an answer to a part asking one holds the word or the quantity."""
+    that answers each: an answer to a part asking one holds the word or the quantity; for its
+    Chinese focus words, their English counterparts (the terms of each)."""
 
     quantities: dict[int, re.Pattern[str]]
+    counterparts: dict[int, tuple[frozenset[int], ...]]
 
-    def held(self, sentence: str) -> set[int]:
-        """The question's terms that ``sentence`` holds through a stand-in."""
-        return {term for term, quantity in self.quantities.items() if quantity.search(sentence)}
+    def held(self, sentence: str, terms: set[int]) -> set[int]:
+        """The question's terms that ``sentence`` (of these ``terms``) holds through a
+        stand-in."""
+        measured = {term for term, quantity in self.quantities.items() if quantity.search(sentence)}
+        translated = {
+            term
+            for term, english in self.counterparts.items()
+            if any(words <= terms for words in english)
+        }
+        return measured | translated
 
 
 def stand_ins(terms: frozenset[int], sparse: SparseEncoder) -> StandIns:
@@ -85,7 +122,11 @@ def stand_ins(terms: frozenset[int], sparse: SparseEncoder) -> StandIns:
     for word, quantity in _MEASUREMENTS.items():
         for term in _own_ids(word, sparse) & terms:
             quantities[term] = quantity
-    return StandIns(quantities)
+    counterparts: dict[int, tuple[frozenset[int], ...]] = {}
+    for word, english in _ENGLISH_COUNTERPARTS.items():
+        for term in _own_ids(word, sparse) & terms:
+            counterparts[term] = tuple(_ids(phrase, sparse) for phrase in english)
+    return StandIns(quantities, counterparts)
 
 
 def asked_quantity(part: str) -> re.Pattern[str] | None:
@@ -94,15 +135,19 @@ def asked_quantity(part: str) -> re.Pattern[str] | None:
     return next((q for word, q in _CHINESE_ASKING_MEASUREMENT.items() if word in part), None)
 
 
-@functools.lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=1024)
+def _ids(text: str, sparse: SparseEncoder) -> frozenset[int]:
+    return frozenset(sparse.embed_query(text).indices.tolist())
+
+
 def _own_ids(word: str, sparse: SparseEncoder) -> frozenset[int]:
     """The sparse model's term for ``word`` itself, not for the shorter words in it that
     search also cuts out (面包 in 面包师)."""
-    ids = frozenset(sparse.embed_query(word).indices.tolist())
+    ids = _ids(word, sparse)
     if len(ids) > 1:
         import jieba
 
         shorter = (piece for piece in jieba.cut_for_search(word) if piece != word)
         for piece in shorter:
-            ids -= set(sparse.embed_query(piece).indices.tolist())
+            ids -= _ids(piece, sparse)
     return ids

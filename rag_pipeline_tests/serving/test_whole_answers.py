@@ -74,13 +74,19 @@ def _ask(assistant: Assistant, question: str, conversation: str | None = None) -
     return list(assistant.ask(question, conversation, owner=OWNER))[-1][1]
 
 
-def test_a_chinese_question_naming_an_english_entity_gets_no_unrelated_sentences(
+def test_a_chinese_question_about_an_english_document_quotes_the_sentence_of_its_focus(
     assistant: Assistant,
 ) -> None:
+    # 首席面包师 is read for its English counterpart (head baker); no other sentence rides along.
     final = _ask(assistant, "Kestrel面包店的首席面包师是谁？")
-    assert not final.supported
-    assert final.text.startswith("这里没有能直接回答这个问题的内容")
-    assert "陈立明" not in final.text and "250克" not in final.text and "八点" not in final.text
+    assert final.text.startswith("根据文档：")
+    assert "The head baker of Kestrel Bakery is Mira Olsen." in final.text
+    assert "5:40" not in final.text and "Bellhaven" not in final.text and "陈立明" not in final.text
+    founder = _ask(assistant, "Kestrel面包店是谁创办的？")
+    assert "founded in 1987 by Ada Kestrel" in founder.text and "Mira Olsen" not in founder.text
+    # A focus no passage about Velmora holds, or a thing with no counterpart: not answered.
+    assert not _ask(assistant, "Velmora的首席面包师是谁？").supported
+    assert not _ask(assistant, "Kestrel面包店的电话号码是多少？").supported
     # An entity no passage names: nothing answers, in Chinese as in English.
     for question in (
         "Marlow面包店的首席面包师是谁？",
