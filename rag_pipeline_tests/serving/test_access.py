@@ -245,6 +245,26 @@ def test_a_reader_uploads_nothing_through_gradio_client_or_over_http(
     assert not (home / "uploads").exists()
 
 
+def test_an_upload_refused_whole_raises_through_gradio_client_with_the_reason(
+    two_teams: tuple[str, dict[str, str]],
+    teams_home: tuple[Path, dict[str, str]],
+    tmp_path: Path,
+) -> None:
+    from gradio_client import handle_file
+    from gradio_client.exceptions import AppError
+
+    url, tokens = two_teams
+    home, _ = teams_home
+    quokka = tmp_path / "quokka.md"  # named as an upload alice did not send
+    quokka.write_text("# Quokka\n\nAlice's quokkas.\n", encoding="utf-8")
+    with _gradio(url, tokens["alice"]) as alice:
+        refused = "quokka.md: a document of this name was uploaded by someone else"
+        with pytest.raises(AppError, match=refused):
+            alice.predict([handle_file(str(quokka))], "client-b", True, api_name="/upload")
+    kept = find_workspace(load_settings(home), "Client B").settings.upload_folder / "quokka.md"
+    assert kept.read_text(encoding="utf-8") == "# Quokka\n\nThe quokka inventory.\n"
+
+
 def test_a_user_can_neither_open_nor_delete_anothers_conversation_nor_see_their_traces(
     two_teams: tuple[str, dict[str, str]],
 ) -> None:

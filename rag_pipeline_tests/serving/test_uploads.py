@@ -400,6 +400,13 @@ def test_in_a_browser_a_mixed_upload_indexes_its_good_file_and_leaves_no_copy_be
     error = page.locator(".toast-body").filter(has_text="huge.md")
     error.wait_for(timeout=30_000)  # Gradio's own check, four times serving.max_upload_mb
     assert "exceed the maximum allowed size of 81.9 Kb" in error.inner_text()
+    # Nothing taken: an error (a client's call raises), its reason in the page's error toast.
+    page.locator("#upload input[type=file]").set_input_files(str(program))
+    refused = page.locator(".toast-body").filter(has_text=program.name)
+    expect(refused).to_contain_text(
+        f"Nothing uploaded. {program.name}: not a kind of document this index reads",
+        timeout=30_000,
+    )
 
     sent = [str(note), str(program), str(big), str(broken)]
     page.locator("#upload input[type=file]").set_input_files(sent)

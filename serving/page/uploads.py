@@ -32,7 +32,8 @@ class Uploads(Handlers):
         """Take the files sent (Gradio's file data, unprocessed: its path, checked by Gradio to
         lie in its upload folder, and the name as sent), those named as uploads already there
         replacing them if ``replace`` (and the user may): the upload box emptied, the batch's
-        files and what became of each, the sources, the progress timer and the count."""
+        files and what became of each, the sources, the progress timer and the count. An
+        upload with no file taken is an error saying why each was refused."""
         shared = Path(get_upload_folder()).resolve()
         sent = [
             (file.get("orig_name") or Path(file["path"]).name, Path(file["path"]))
@@ -52,8 +53,12 @@ class Uploads(Handlers):
         finally:
             _forget([path for _, path in sent], shared)
         received = [upload for upload in taken if upload.path]
-        if received:
-            gr.Info(f"{counted(len(received), 'file')} received; indexing now")
+        refused = "; ".join(f"{u.name}: {u.refused}" for u in taken if u.refused)
+        if not received:  # an error, so that a client's call raises too (gradio_client: AppError)
+            raise gr.Error(f"Nothing uploaded. {refused}", print_exception=False)
+        gr.Info(f"{counted(len(received), 'file')} received; indexing now")
+        if refused:
+            gr.Warning(f"Refused: {refused}")
         batch = [_described(upload) for upload in taken]
         return None, batch, *self.progress(workspace_id, batch, request)
 

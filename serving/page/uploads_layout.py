@@ -98,7 +98,7 @@ def wire_sources(
         # The file data as sent: Gradio's processing would leave an empty file behind in its
         # folder per file; its check that each lies in its upload folder comes first.
         preprocess=False,
-    )
+    ).failure(None, None, panel.uploads, js="() => null")  # refused whole: the box emptied too
     panel.sources.select(
         uploading.confirm_removal,
         workspace,
