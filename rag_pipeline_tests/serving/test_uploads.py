@@ -417,6 +417,16 @@ def test_in_a_browser_a_mixed_upload_indexes_its_good_file_and_leaves_no_copy_be
     expect(outcomes.locator(f"[data-upload='{big.name}']")).to_have_text(
         f"{big.name} refused: larger than 0.02 MB"
     )
+    # A refusal is as readable as the page's errors: not the small grey of a file's state.
+    refusal = outcomes.locator(f"[data-upload='{big.name}'] span")
+    error_color = page.evaluate(
+        "() => { const probe = document.createElement('span');"
+        " probe.style.color = 'var(--error-text-color)'; document.body.append(probe);"
+        " const color = getComputedStyle(probe).color; probe.remove(); return color; }"
+    )
+    assert refusal.evaluate("e => getComputedStyle(e).color") == error_color
+    size = "e => getComputedStyle(e).fontSize"
+    assert refusal.evaluate(size) == outcomes.evaluate(size)
     received = outcomes.locator(f"[data-upload='{note.name}']")
     expect(received).to_have_text(f"{note.name} received, indexing…")
     expect(received).to_have_text(f"{note.name} searchable", timeout=300_000)
