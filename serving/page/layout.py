@@ -64,7 +64,9 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
         opened = lay_out_workspace(workspaces.settings)
         draw_cards(home, cards, opened.workspace, opened.view)
         wire_workspace(opened, asking, governance, cards, conversation, resumed)
-        wire_sources(opened.sources, uploading, opened.workspace, opened.status)
+        wire_sources(
+            opened.sources, uploading, opened.workspace, opened.status, opened.answers.chat
+        )
         wire_home(
             page, home, cards, opened.workspace, opened.view, opened.to_home, signed_in, resumed
         )

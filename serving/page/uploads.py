@@ -16,7 +16,13 @@ from rag_pipeline.stages import StageFiles
 from serving.access import Action
 from serving.assistant import Assistant
 from serving.page.handlers import Handlers, refusal
-from serving.page.render import counted, indexed_status, sources_html, uploads_html
+from serving.page.render import (
+    adding_documents,
+    counted,
+    indexed_status,
+    sources_html,
+    uploads_html,
+)
 from serving.uploads import Upload
 from serving.workspaces import Documents, NotAllowed
 
@@ -112,8 +118,8 @@ class Uploads(Handlers):
     def progress(
         self, workspace_id: str | None, batch: list[dict[str, Any]], request: gr.Request
     ) -> tuple[Any, ...]:
-        """The sources and the timer, what became of each file of the last upload, and the
-        count of documents indexed."""
+        """The sources and the timer, what became of each file of the last upload, the count of
+        documents indexed, and the chat's hint on adding some (gone once there are)."""
         assistant, running = self._refreshed(workspace_id, request)
         documents = self._documents(assistant, request)  # read once for the three views
         stages = StageFiles(assistant.settings.stage_root)
@@ -123,7 +129,16 @@ class Uploads(Handlers):
             gr.Timer(active=running),
             uploads_html(batch, documents.records, parsed, running=running),
             indexed_status(documents.records.values()),
+            self.how_to_add(assistant, len(documents.records), request),
         )
+
+    def how_to_add(self, assistant: Assistant, documents: int, request: gr.Request) -> gr.Chatbot:
+        """The chat's hint, while it is empty, on how to add documents to a workspace with none
+        (of ``documents``) and nothing to index; none once it has some."""
+        workspace = assistant.settings.workspace
+        may_contribute = self.signed_in(request).may(Action.UPLOAD, workspace)
+        hint = adding_documents(assistant.settings, documents, may_contribute=may_contribute)
+        return gr.Chatbot(placeholder=hint or "")
 
     def _sources(
         self, assistant: Assistant, documents: Documents, request: gr.Request, *, running: bool
