@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pymupdf
 import pytest
@@ -16,13 +17,16 @@ import pytest
 from rag_pipeline.cli import main
 from rag_pipeline.config import Settings, load_settings
 from rag_pipeline.store import QueryFilter
-from rag_pipeline_tests.conftest import IndexedPlaces
+from rag_pipeline_tests.conftest import IndexedPlaces, ask_on_the_page, open_workspace
 from rag_pipeline_tests.serving.conftest import serving
 from serving.answer import Answer, nothing_found, searched_line
 from serving.assistant import Assistant
 from serving.questions import question_parts, referred_question, refers_back
 from serving.retrieval import Retrieval
 from serving.server import BackgroundServer
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 OWNER = "local"
 KESTREL = """# Kestrel Bakery staff handbook
@@ -335,3 +339,26 @@ def test_on_the_page_an_unrelated_follow_up_is_not_glued_to_the_question_before(
     shown = chat[-1]["content"]
     text = shown if isinstance(shown, str) else "".join(p.get("text", "") for p in shown)
     assert "Mongolia" not in text and "没有" in text.splitlines()[0]  # said unanswered, alone
+
+
+def test_in_a_browser_an_unanswered_question_highlights_no_passage_in_the_preview(
+    indexed_places: IndexedPlaces, browser: Browser
+) -> None:
+    from playwright.sync_api import expect
+
+    served = load_settings(indexed_places.fresh("whole-answers-preview", _index) / "home")
+    with BackgroundServer(served) as server:
+        page = browser.new_page()
+        page.goto(server.url + "/")
+        open_workspace(page)
+        chat, preview = page.locator("#chat"), page.locator("#preview-text")
+        # Opened whole (its preview emptied) before the first question.
+        expect(page.locator("#workspace-status")).to_contain_text("indexed", timeout=60_000)
+        ask_on_the_page(page, "Who is the head baker at Kestrel Bakery?")
+        expect(preview).to_contain_text("kestrel-handbook.md", timeout=180_000)  # answered
+        ask_on_the_page(page, "What is the salary of the Kestrel safety officer?")
+        expect(chat).to_contain_text("Nothing here answers this directly", timeout=60_000)
+        expect(page.locator("#evidence")).to_contain_text("kestrel-handbook.md")  # the closest
+        expect(preview).to_have_text("")
+        expect(page.locator("#preview-image")).to_be_hidden()
+        page.close()
