@@ -8,6 +8,7 @@ those who may; uploads into a workspace, and removing them (:class:`~serving.upl
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +46,10 @@ from serving.uploads import (
 
 class NotAllowed(PermissionError):
     """The user may not do this, or the workspace is not theirs (the two look alike)."""
+
+
+class NotSignedIn(NotAllowed):
+    """A request that proves no user (the door lets none through to the page, API or MCP)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +131,14 @@ class ServedWorkspaces:
         """The refusal of ``action`` to the user, logged (one line; a flood of them counted)."""
         self._refusals.refused(user.name, action.name.lower(), why)
         return NotAllowed(why)
+
+    def signed_in(self, headers: Mapping[str, str]) -> User:
+        """The user a request to the page, the API or MCP comes from, by its headers (their
+        names in any letter case)."""
+        user = self.authenticator.user({key.lower(): value for key, value in headers.items()})
+        if user is None:
+            raise NotSignedIn("sign in first")
+        return user
 
     def workspace(
         self, user: User, workspace_id: str | None, action: Action = Action.ASK

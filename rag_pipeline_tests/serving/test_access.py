@@ -21,6 +21,7 @@ from rag_pipeline.workspaces import find_workspace
 from rag_pipeline_tests.conftest import open_workspace, signed_in, workspace_card
 from serving.access import AccessError, Action, User, add_user, check_binding
 from serving.server import BackgroundServer
+from serving.workspaces import NotSignedIn, ServedWorkspaces
 
 if TYPE_CHECKING:
     from gradio_client import Client
@@ -75,6 +76,21 @@ def two_teams(teams_home: tuple[Path, dict[str, str]]) -> Iterator[tuple[str, di
 def _search(url: str, q: str, workspace: str | None = None, **auth: object) -> httpx.Response:
     params = {"q": q} | ({"workspace": workspace} if workspace else {})
     return httpx.get(f"{url}/api/search", params=params, timeout=60, **auth)  # type: ignore[arg-type]
+
+
+def test_the_page_the_api_and_mcp_find_a_requests_user_in_one_place(
+    teams_home: tuple[Path, dict[str, str]],
+) -> None:
+    home, tokens = teams_home
+    workspaces = ServedWorkspaces(load_settings(home))
+    try:
+        for header in ("Authorization", "authorization"):  # Starlette's, Gradio's spelling
+            found = workspaces.signed_in({header: f"Bearer {tokens['alice']}"})
+            assert found.name == "alice"
+        with pytest.raises(NotSignedIn, match="sign in first"):
+            workspaces.signed_in({"Authorization": "Bearer not-a-token"})
+    finally:
+        workspaces.close()
 
 
 def test_a_request_without_credentials_is_refused_on_every_route(
