@@ -29,7 +29,7 @@ from rag_pipeline.workspaces import (
     workspace_exists,
 )
 from serving.access import LEAST_ROLE, Action, Authenticator, Role, User
-from serving.access.refusals import RefusalLog
+from serving.access.refusals import RefusalLog, as_refused
 from serving.assistant import Assistant
 from serving.governance import Standing, cited_standing, set_cited_availability
 from serving.history import History
@@ -113,7 +113,7 @@ class ServedWorkspaces:
         elif user.may_use(workspace_id) and workspace_exists(self.settings.root, workspace_id):
             chosen = workspace_id
         else:
-            named = _cut(workspace_id)
+            named = as_refused(workspace_id)
             raise self._refused(user, action, f"no workspace {named!r} for {user.name}")
         if not user.may(action, chosen):
             name = open_workspace(self.settings, chosen).name
@@ -300,14 +300,6 @@ class ServedWorkspaces:
             assistants, self._assistants = list(self._assistants.values()), {}
         for assistant in assistants:
             assistant.close()
-
-
-# Of a name a request chose, what a refusal (and so the log) repeats.
-_NAMED_CHARS = 64
-
-
-def _cut(named: str) -> str:
-    return named if len(named) <= _NAMED_CHARS else named[: _NAMED_CHARS - 1] + "…"
 
 
 def indexed_documents(settings: Settings, *, governs: bool = True) -> int:

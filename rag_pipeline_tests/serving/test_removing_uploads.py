@@ -75,6 +75,13 @@ def test_a_contributor_removes_their_own_upload_a_governor_any_and_it_leaves_sea
         assert not pelicans.path.exists()
         with pytest.raises(NotAllowed, match=r"no upload named 'pelicans\.md' here"):
             workspaces.remove_upload(bob, DEFAULT_WORKSPACE, "pelicans.md")
+        # A long name is repeated cut, as a workspace's is: one rule for what a refusal repeats.
+        with pytest.raises(NotAllowed) as long_upload:
+            workspaces.remove_upload(bob, DEFAULT_WORKSPACE, "p" * 500)
+        with pytest.raises(NotAllowed) as long_workspace:
+            workspaces.remove_upload(bob, "w" * 500, "pelicans.md")
+        assert f"'{'p' * 63}…'" in str(long_upload.value)
+        assert f"'{'w' * 63}…'" in str(long_workspace.value)
         assert workspaces.remove_upload(governor, DEFAULT_WORKSPACE, "herons.md") == (
             "uploads/herons.md"
         )
