@@ -340,8 +340,9 @@ class Catalog:
             )
 
     def delete_documents(self, doc_ids: Sequence[str]) -> dict[str, list[str]]:
-        """Forget documents in every collection; returns collection → the documents it held,
-        each marked for repair there (its points are to be deleted)."""
+        """Forget documents in every collection, and whether they were taken out of search (a
+        new file of the same name is a new document); returns collection → the documents it
+        held, each marked for repair there (its points are to be deleted)."""
         held: dict[str, list[str]] = {}
         with self.database.transaction() as executor:
             for batch in batched(list(doc_ids), _IN_BATCH):
@@ -351,7 +352,7 @@ class Catalog:
                 )
                 for collection, doc_id in found:
                     held.setdefault(collection, []).append(doc_id)
-                for table in ("documents", "chunks"):
+                for table in ("documents", "chunks", "availability"):
                     executor.execute(
                         f"DELETE FROM {table} WHERE doc_id IN ({_marks(batch)})", batch
                     )

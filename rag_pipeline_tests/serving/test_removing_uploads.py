@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from rag_pipeline.availability import set_availability
+from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import UserSettings, load_settings
 from rag_pipeline.ids import DEFAULT_WORKSPACE
 from rag_pipeline_tests.conftest import open_workspace
@@ -92,6 +94,28 @@ def test_a_contributor_removes_their_own_upload_a_governor_any_and_it_leaves_sea
     for document in ("uploads/pelicans.md", "uploads/herons.md"):
         assert live_chunks(home, document) == []
         assert point_count(home, document) == 0
+
+
+def test_removing_an_archived_upload_forgets_it_was_archived(tmp_path: Path) -> None:
+    home, sent = tmp_path / "home", tmp_path / "sent"
+    settings = load_settings(home)
+    bob = User("bob", CONTRIBUTING)
+    governor = User("gov", UserSettings(workspaces=[DEFAULT_WORKSPACE], govern=[DEFAULT_WORKSPACE]))
+    workspaces = ServedWorkspaces(settings)
+    try:
+        workspaces.upload(bob, DEFAULT_WORKSPACE, _sent(sent, "pelicans.md", PELICANS))
+        within(300, "the upload indexed", lambda: not workspaces.indexing(DEFAULT_WORKSPACE))
+        set_availability(settings, "uploads/pelicans.md", "archived", "gov")
+        workspaces.remove_upload(governor, DEFAULT_WORKSPACE, "pelicans.md")
+        within(300, "the removal indexed", lambda: not workspaces.indexing(DEFAULT_WORKSPACE))
+        with Catalog(settings) as catalog:
+            assert [r.doc_id for r in catalog.availability()] == []
+        # A new upload of the name is a new document, in search: not archived by the old row.
+        workspaces.upload(bob, DEFAULT_WORKSPACE, _sent(sent, "pelicans.md", HERONS))
+        within(300, "the new upload indexed", lambda: not workspaces.indexing(DEFAULT_WORKSPACE))
+        assert workspaces.removable_uploads(bob, DEFAULT_WORKSPACE) == ["pelicans.md"]
+    finally:
+        workspaces.close()
 
 
 def test_a_file_changed_since_its_upload_is_no_longer_its_uploaders_to_remove(
