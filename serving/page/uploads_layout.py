@@ -121,7 +121,7 @@ def wire_sources(
         uploading.keep_upload,
         None,
         [panel.doomed, panel.removal],
-        api_name="keep",
+        api_name="keep_upload",
         api_visibility="private",
     )
     panel.refresh_sources.click(
