@@ -51,6 +51,8 @@ class Answer:
     pictures: list[Candidate] = field(default_factory=list)  # shown beside it (CLIP search)
     backend: str = ""
     supported: bool = True  # False when no passage could back an answer
+    # Of each passage's document, the headings that head a table (as its sections are shown).
+    captions: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
 class Answerer(Protocol):

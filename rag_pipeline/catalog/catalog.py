@@ -188,6 +188,19 @@ class Catalog:
             yield batch
             after = batch[-1]["chunk_index"]
 
+    def table_chunks(self, collection: str, doc_id: str) -> list[dict[str, Any]]:
+        """The chunks of a document that hold a table, in order: their text, kinds and first
+        page (what :func:`rag_pipeline.chunking.table_captions` reads)."""
+        rows = self.database.rows(
+            "SELECT text, kinds, page_start FROM chunks WHERE collection = ? AND doc_id = ? "
+            "AND kinds LIKE ? ORDER BY chunk_index",
+            (collection, doc_id, '%"table"%'),
+        )
+        return [
+            {"text": text, "kinds": json.loads(kinds), "page_start": page}
+            for text, kinds, page in rows
+        ]
+
     def chunk_context(
         self, collection: str, chunk_id: str
     ) -> tuple[list[dict[str, Any]], int] | None:
