@@ -11,7 +11,7 @@ quotes nothing; a question with ``excluded`` text (another year's figure) is wro
 when the answer quotes it. Printed per language and per kind, and per half: the questions
 alternate between a ``tuned`` half, whose failures the rules were worked out on, and a
 ``held-out`` half, looked at only for the score; ``review`` are the questions added after a
-review of the rules.
+review of the rules, ``walkthrough`` those added after a walkthrough of the page.
 
     python bench/answers.py [--home DIR]
 
@@ -299,7 +299,9 @@ QUESTIONS = [
         "two-part",
         (_p("李华", N), NO),
     ),
-    Question("Kestrel面包店的首席面包师是谁？", "mixed", "unanswerable", ()),
+    # The documents answer it (the head baker of Kestrel Bakery), once the question's Chinese
+    # focus is read for its English counterpart; it was scored unanswerable before that.
+    Question("Kestrel面包店的首席面包师是谁？", "mixed", "single", (_p("Mira Olsen", K),)),
     Question("Marlow物流公司的总部位于哪里？", "mixed", "unanswerable", ()),
     Question("Tesla公司的首席执行官是谁？", "mixed", "unanswerable", ()),
     Question("Northgate在2019年的营业收入是多少？", "mixed", "unanswerable", ()),
@@ -431,6 +433,49 @@ REVIEW_QUESTIONS = [
     ),
 ]
 
+# Added after a walkthrough in Chromium, written and scored before the rules changed: a part
+# asking a measurement (height, age, temperature) whose word the answering sentence does not
+# hold ("The tower is 34 metres tall"), and Chinese questions about English documents whose
+# focus has an English counterpart (首席面包师: head baker); and as many that must stay unanswered.
+WALKTHROUGH_QUESTIONS = [
+    Question(
+        "And its height?",
+        "en",
+        "follow-up",
+        (_p("34 metres", L, 3),),
+        before=("When was the Corvid Point lighthouse first lit?",),
+    ),
+    Question(
+        "What is the height of the Corvid Point tower?", "en", "single", (_p("34 metres", L, 3),)
+    ),
+    Question("How old is Kestrel Bakery?", "en", "single", (_p("1987", K),)),
+    Question(
+        "At what temperature is the Kestrel sourdough starter kept?",
+        "en",
+        "single",
+        (_p("4 degrees", K),),
+    ),
+    Question("What is the weight of a Kestrel Bakery loaf?", "en", "unanswerable", ()),
+    Question("How tall is Kestrel Bakery?", "en", "unanswerable", ()),
+    Question("What is the distance from Harrow Pier to Saltholm?", "en", "unanswerable", ()),
+    Question(
+        "And how heavy is it?",
+        "en",
+        "follow-up",
+        (),
+        before=("How tall is the Corvid Point tower?",),
+    ),
+    Question("Kestrel面包店是谁创办的？", "mixed", "single", (_p("Ada Kestrel", K),)),
+    Question("Kestrel面包店位于哪里？", "mixed", "single", (_p("Bellhaven", K),)),
+    Question("Corvid Point灯塔是谁建造的？", "mixed", "single", (_p("Hollis Brand", L, 1),)),
+    Question("Velmora Textiles的创始人是谁？", "mixed", "single", (_p("Ines Varga", V),)),
+    Question("Marrow面包店的首席面包师是谁？", "mixed", "unanswerable", ()),
+    Question("Velmora Textiles的首席面包师是谁？", "mixed", "unanswerable", ()),
+    Question("Kestrel面包店的电话号码是多少？", "mixed", "unanswerable", ()),
+    Question("Corvid Point灯塔有多重？", "mixed", "unanswerable", ()),
+]
+ALL_QUESTIONS = QUESTIONS + REVIEW_QUESTIONS + WALKTHROUGH_QUESTIONS
+
 
 def write_documents(folder: Path) -> Path:
     """The generated documents and the samples, in one folder to index."""
@@ -484,7 +529,7 @@ def run(home: Path) -> list[tuple[Question, bool, list[bool], str]]:
     assistant = Assistant(load_settings(home))
     results = []
     try:
-        for question in QUESTIONS + REVIEW_QUESTIONS:
+        for question in ALL_QUESTIONS:
             conversation = None
             for before in question.before:
                 conversation, _ = list(assistant.ask(before, conversation, owner=OWNER))[-1]
@@ -509,7 +554,13 @@ def report(results: list[tuple[Question, bool, list[bool], str]], verbose: bool)
     groups: dict[str, dict[str, Score]] = defaultdict(lambda: defaultdict(Score))
     for index, (question, _, parts, text) in enumerate(results):
         half = "tuned" if index % 2 == 0 else "held-out"
-        added = ("review",) if index >= len(QUESTIONS) else ()
+        added = (
+            ("walkthrough",)
+            if index >= len(QUESTIONS) + len(REVIEW_QUESTIONS)
+            else ("review",)
+            if index >= len(QUESTIONS)
+            else ()
+        )
         for part_spec, right in zip(question.parts or (Part(),), parts, strict=True):
             kind = "answerable" if part_spec.fact else "unanswerable"
             for group in (question.language, question.kind, half, *added, "all"):
@@ -528,6 +579,7 @@ def report(results: list[tuple[Question, bool, list[bool], str]], verbose: bool)
         "tuned",
         "held-out",
         "review",
+        "walkthrough",
         "all",
     ):
         scores = groups[group]
@@ -539,7 +591,7 @@ def main() -> None:
     parser.add_argument("--home", type=Path, help="a scratch home (default: a temporary one)")
     parser.add_argument("--verbose", action="store_true", help="print each question missed")
     args = parser.parse_args()
-    print(f"{len(QUESTIONS) + len(REVIEW_QUESTIONS)} questions")
+    print(f"{len(ALL_QUESTIONS)} questions")
     if args.home:
         report(run(args.home), args.verbose)
         return

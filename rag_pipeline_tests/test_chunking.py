@@ -2,7 +2,14 @@ from functools import cache
 
 import pytest
 
-from rag_pipeline.chunking import Chunk, chunk_document, document_name, without_header
+from rag_pipeline.chunking import (
+    Chunk,
+    chunk_document,
+    document_name,
+    shown_section,
+    table_captions,
+    without_header,
+)
 from rag_pipeline.config import EmbeddingSettings
 from rag_pipeline.embedding.dense import TokenCounter
 from rag_pipeline.embedding.models import load_dense_tokenizer
@@ -231,3 +238,22 @@ def test_a_chunk_headed_by_the_first_words_of_a_long_title_is_shown_without_them
     chunks = chunk(LONG_TITLED, max_tokens=64, overlap=8, document=LONG_TITLE)
     later = [c for c in chunks if "Findings" in c.text]
     assert later and all(text.startswith("Findings") for text in _shown(later, LONG_TITLE))
+
+
+def test_a_passage_is_shown_under_the_headings_over_its_first_line() -> None:
+    captions = frozenset({"Output by quarter"})
+    # A table's caption heads its table only, not a heading after it (for display).
+    assert shown_section(("Output by quarter", "Safety"), "Safety", captions) == ("Safety",)
+    assert shown_section(("Output by quarter", "Safety"), "Wear gloves.", captions) == ("Safety",)
+    assert shown_section(("Output by quarter",), "Q1 | 12", captions) == ("Output by quarter",)
+    # A chunk starting at a heading goes on into its subsection: shown at the heading.
+    assert shown_section(("Plant", "Safety"), "Plant", frozenset()) == ("Plant",)
+    assert shown_section(("Plant", "Safety"), "Wear gloves.", frozenset()) == ("Plant", "Safety")
+
+
+def test_a_tables_caption_is_the_line_over_its_rows_in_a_paged_document() -> None:
+    text = "Plant report\nOutput by quarter\n($ in tonnes)\n | Q1 | Q2\nSteel | Q1: 4 | Q2: 5"
+    paged = {"text": text, "kinds": ["title", "paragraph", "table"], "page_start": 2}
+    assert table_captions([paged]) == {"Output by quarter"}
+    assert table_captions([{**paged, "page_start": None}]) == set()  # Markdown: a heading
+    assert table_captions([{**paged, "kinds": ["title", "paragraph"]}]) == set()

@@ -51,6 +51,8 @@ class Answer:
     pictures: list[Candidate] = field(default_factory=list)  # shown beside it (CLIP search)
     backend: str = ""
     supported: bool = True  # False when no passage could back an answer
+    # Of each passage's document, the headings that head a table (as its sections are shown).
+    captions: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
 class Answerer(Protocol):
@@ -120,12 +122,13 @@ def nothing_found(question: str, retrieval: Retrieval) -> str:
         if described
         else words["no_filters"]
     )
-    return f"{words['nothing']}\n\n{words['searched']}: “{retrieval.query}”, {filters}."
+    searched = words["searched_with"].format(query=retrieval.query, filters=filters)
+    return f"{words['nothing']}\n\n{searched}"
 
 
 def searched_line(question: str, retrieval: Retrieval) -> str:
     """What was searched, said as such: a follow-up's search holds the question it refers to."""
-    return f"({phrases(question)['searched']}: “{retrieval.query}”)"
+    return phrases(question)["searched"].format(query=retrieval.query)
 
 
 class CitationFilter:

@@ -41,7 +41,7 @@ from serving.access import HTTP_ROUTES, Action, Unlisted, User
 from serving.assistant import Assistant
 from serving.preview import PreviewError, cited_picture, preview, source_file
 from serving.retrieval import QueryError
-from serving.workspaces import NotAllowed, ServedWorkspaces
+from serving.workspaces import NotAllowed, NotSignedIn, ServedWorkspaces
 
 # Inline styles only: Chromium styles its own viewer of a picture with them.
 CONTENT_SECURITY_POLICY = (
@@ -102,12 +102,12 @@ def api_routes(workspaces: ServedWorkspaces) -> APIRouter:
         """The assistant of the workspace a request names (default: the user's first), and
         the user, if they may do the route's action there; 404 for a workspace the user may
         not use, as for one that is not."""
-        user = workspaces.authenticator.user(request.headers)
-        if user is None:  # the middleware lets none of these through
-            raise HTTPException(status_code=401, detail="sign in first")
         action = request.scope["route"].action
         try:
+            user = workspaces.signed_in(request.headers)
             return workspaces.assistant(user, workspace, action), user
+        except NotSignedIn as error:  # the middleware lets none of these through
+            raise HTTPException(status_code=401, detail=str(error)) from error
         except NotAllowed as error:
             raise HTTPException(status_code=404, detail=str(error)) from error
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from rag_pipeline.catalog import Catalog
+from rag_pipeline.chunking import shown_section, table_captions
 from rag_pipeline.config import Settings
 from rag_pipeline.store import (
     SECTION_SEPARATOR,
@@ -64,14 +65,24 @@ class Source:
     pages: list[int]  # those the sentences quoted from it lie on, in order (none: unplaced)
 
     @classmethod
-    def of(cls, number: int, passage: Candidate, answer_text: str = "") -> Source:
-        """Passage ``number`` as cited by the answer ``answer_text`` (none: as found)."""
+    def of(
+        cls,
+        number: int,
+        passage: Candidate,
+        answer_text: str = "",
+        captions: frozenset[str] = frozenset(),
+    ) -> Source:
+        """Passage ``number`` as cited by the answer ``answer_text`` (none: as found), under
+        the section shown for it (its document's table ``captions`` heading no other
+        heading)."""
         payload = passage.payload
         pages = quoted_pages(payload, answer_text) if answer_text else []
-        section = payload.get("section", "")
+        stored = payload.get("section", "")
         shown = shown_text(payload)
         first, newline, rest = shown.partition("\n")
-        if section and newline and first.strip() == section.rpartition(SECTION_SEPARATOR)[2]:
+        # For display: the headings over its first line (what search matched is unchanged).
+        where = shown_section(stored.split(SECTION_SEPARATOR) if stored else (), first, captions)
+        if where and newline and first.strip() == where[-1]:
             shown = rest  # its heading: the section is shown beside it already
         text = " ".join(shown.split())
         if not text and is_picture(payload):
@@ -89,7 +100,7 @@ class Source:
             file_name=Path(payload.get("file_path", "")).name,
             file_type=payload.get("file_type", ""),
             page=pages[0] if pages else payload.get("page"),
-            section=section,
+            section=SECTION_SEPARATOR.join(where),
             snippet=text if len(text) <= _SNIPPET_CHARS else text[: _SNIPPET_CHARS - 1] + "…",
             score=passage.score,
             pages=sorted(pages),
@@ -184,13 +195,26 @@ class Assistant:
             f"{context} {question}" if context else question, query_filter
         )
         self.history.add_message(conversation_id, "user", question)
+        captions = self.table_captions({p.payload.get("doc_id", "") for p in retrieval.passages})
         final = Answer()
         try:
             for final in answer(self.answerer, question, history, retrieval, context=context):
+                final.captions = captions
                 yield conversation_id, final
         finally:
             self.history.record_trace(retrieval, owner, final.backend or self.answerer.name)
             self.history.add_message(conversation_id, "assistant", final.text, cited_sources(final))
+
+    def table_captions(self, doc_ids: set[str]) -> dict[str, frozenset[str]]:
+        """Of each document, the headings that head a table, which its passages' sections are
+        shown without where another heading follows (see ``chunking.shown_section``)."""
+        live = self.catalog.live_collection()
+        if live is None:
+            return {}
+        return {
+            doc_id: table_captions(self.catalog.table_chunks(live.name, doc_id))
+            for doc_id in doc_ids
+        }
 
     def kept_messages(
         self, conversation_id: str, owner: str, *, governs: bool
@@ -291,7 +315,12 @@ class Assistant:
 def cited_sources(answer: Answer) -> list[dict[str, Any]]:
     """The passages ``answer`` cites, as the page lists them and a conversation keeps them."""
     return [
-        Source.of(number, answer.passages[number - 1], answer.text).as_dict()
+        Source.of(
+            number,
+            passage := answer.passages[number - 1],
+            answer.text,
+            answer.captions.get(passage.payload.get("doc_id", ""), frozenset()),
+        ).as_dict()
         for number in answer.cited
     ]
 

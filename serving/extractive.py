@@ -12,6 +12,7 @@ from rag_pipeline.config import Settings
 from rag_pipeline.language import has_cjk, sentence_spans
 from serving.questions import NO_TERMS, answer_shape, question_parts, question_terms
 from serving.retrieval import Candidate, query_encoders, shown_text
+from serving.stand_ins import asked_quantity, stand_ins
 from serving.wording import Message, phrases, quoted
 
 
@@ -34,7 +35,10 @@ class ExtractiveAnswerer:
     In a passage that bears on it, a sentence answers a part when it holds something the part
     asks, not merely its names ("opens at 5:40" does not answer who the head baker is), and an
     English part's focus (the salary in "What is the salary of the safety officer?") and the
-    part's numbers (2022 in "revenue in 2022": another year's figure does not answer). A
+    part's numbers (2022 in "revenue in 2022": another year's figure does not answer); a part
+    asking a measurement, the word or a number with a fitting unit ("And its height?": "The
+    tower stands 34 metres tall"; :mod:`serving.stand_ins`); a Chinese part about an English
+    document, the English counterparts of its focus words (head baker for 首席面包师). A
     shared term tells as much as it is rare among the passages found (BM25's inverse document
     frequency over them): the document's name, in every passage of it, says little; a word of
     the question found in one passage says a lot. After a part's best sentence, others are
@@ -60,13 +64,20 @@ class ExtractiveAnswerer:
         # The passages' terms: their sentences' and their own (the line naming the document,
         # which is not quoted, included).
         every = whole.all | conversation.all
+        # A sentence holds the question's terms it says without their words (34 metres: height).
+        standing_in = stand_ins(every, self.terms)
         statements = [_statements(passage) for passage in passages]
         vectors = self.terms.embed_documents([passage.text for passage in passages])
         found: list[list[tuple[str, set[int]]]] = []
         in_passages: list[set[int]] = []
         for sentences, vector in zip(statements, vectors, strict=True):
             terms = (
-                [set(v.indices.tolist()) for v in self.terms.embed_documents(sentences)]
+                [
+                    (held := set(v.indices.tolist())) | standing_in.held(sentence, held)
+                    for sentence, v in zip(
+                        sentences, self.terms.embed_documents(sentences), strict=True
+                    )
+                ]
                 if sentences
                 else []
             )
@@ -99,7 +110,15 @@ class ExtractiveAnswerer:
             asked_before = asked
             numbers = about & (terms.numbers | whole.numbers | conversation.numbers)
             found_part = Asked(
-                about, asked, terms.focus, numbers, shape, has_cjk(part), conversation.all
+                about,
+                asked,
+                terms.focus | (translated := asked & standing_in.counterparts.keys()),
+                translated,
+                numbers,
+                asked & standing_in.quantities.keys(),
+                shape or asked_quantity(part),
+                has_cjk(part),
+                conversation.all,
             )
             answers = found_part.answers(found, in_passages, weight)
             if not answers:
@@ -122,14 +141,19 @@ class Asked:
     """One part of a question: the terms it is ``about`` (a passage must hold them all), those
     it ``asks`` (the passage at least half of them, more than half in Chinese, where a
     ``focus`` cannot tell what is asked; a sentence one of them), the ``focus`` and the
-    ``numbers`` (2022 in "revenue in 2022") an answering sentence holds itself, the ``shape``
-    of what it asks for that the sentence matches (a date for "…, and when?"), and the
-    conversation's terms, which tell equal sentences apart."""
+    ``numbers`` (2022 in "revenue in 2022") an answering sentence holds itself (a Chinese
+    part's focus: its words with English counterparts, ``translated``, which a passage holding
+    them all bears on, whatever other Chinese words it lacks), the terms
+    asking a measurement of which it holds one (the word, or a quantity that fits it), the
+    ``shape`` of what it asks for that the sentence matches (a date for "…, and when?", a
+    height for 多高), and the conversation's terms, which tell equal sentences apart."""
 
     about: frozenset[int]
     asks: frozenset[int]
     focus: frozenset[int]
+    translated: frozenset[int]
     numbers: frozenset[int]
+    measured: frozenset[int]
     shape: re.Pattern[str] | None
     unspaced: bool
     context: frozenset[int]
@@ -137,6 +161,8 @@ class Asked:
     def bears_on(self, terms: set[int]) -> bool:
         if not self.about <= terms or not self.asks:
             return False
+        if self.translated and self.translated <= terms:
+            return True  # an English passage holds no Chinese word: what it is about and asks
         covered = len(self.asks & terms) / len(self.asks)
         return covered > 0.5 if self.unspaced else covered >= 0.5
 
@@ -156,6 +182,8 @@ class Asked:
                 telling = [weight.get(term, 0.0) for term in self.asks & shared]
                 if not telling or not (self.focus | self.numbers) <= shared:
                     continue  # it asks nothing of this sentence, or not what it asks for
+                if self.measured and not self.measured & shared:
+                    continue  # "how tall?" and no height in it
                 if self.shape and not self.shape.search(sentence):
                     continue  # "when?" and no date in it
                 # What it asks counts most; what it is about and the conversation's terms tell

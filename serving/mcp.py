@@ -93,11 +93,8 @@ def mcp_server(workspaces: ServedWorkspaces) -> MCPServer:
         request = ctx.request_context.request
         if not isinstance(request, Request):
             raise ToolError("this endpoint is served over HTTP alone")
-        headers = {key.lower(): value for key, value in request.headers.items()}
-        user = workspaces.authenticator.user(headers)
-        if user is None:  # the door lets none through
-            raise ToolError("sign in first")
         try:
+            user = workspaces.signed_in(request.headers)  # the door lets none else through
             assistant = workspaces.assistant(user, workspace, MCP_TOOLS[name])
         except NotAllowed as error:
             raise ToolError(str(error)) from error

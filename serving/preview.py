@@ -20,7 +20,7 @@ from upath import UPath
 
 from rag_pipeline import ids
 from rag_pipeline.catalog import Catalog, DocumentRecord
-from rag_pipeline.chunking import document_name, without_header
+from rag_pipeline.chunking import document_name, shown_section, table_captions, without_header
 from rag_pipeline.config import Settings
 from rag_pipeline.parsing.lines import join_lines
 from rag_pipeline.redaction import MASK, Redactor
@@ -128,7 +128,10 @@ def preview(
     """
     rows, position, record, path = cited(settings, catalog, chunk_id, offline_shown=offline_shown)
     row = rows[position]
-    context = passage_in_context(rows, position, document_name(record.relative_path, record.title))
+    live = catalog.live_collection()
+    captions = table_captions(catalog.table_chunks(live.name, row["doc_id"]) if live else [])
+    named = document_name(record.relative_path, record.title)
+    context = passage_in_context(rows, position, named, captions)
     page = passage_page(row, page)
     on_page = record.file_type == "pdf" and page is not None
     pictured = on_page or record.file_type == "image" or is_picture(row)
@@ -302,17 +305,24 @@ def _values_drawn(page: pymupdf.Page, redactor: Redactor) -> list[pymupdf.Rect]:
     return rectangles
 
 
-def passage_in_context(rows: list[dict[str, Any]], position: int, document: str | None) -> str:
-    """HTML: the end of the chunk before, the cited chunk marked, the start of the one after,
-    each as the document has it (the line naming ``document`` and its section, which heads a
-    chunk for search, left out)."""
+def passage_in_context(
+    rows: list[dict[str, Any]],
+    position: int,
+    document: str | None,
+    captions: frozenset[str] = frozenset(),
+) -> str:
+    """HTML: the section the cited chunk is shown under (its document's table ``captions``
+    heading no other heading), the end of the chunk before, the cited chunk marked, the start
+    of the one after, each as the document has it (the line naming ``document`` and its
+    section, which heads a chunk for search, left out)."""
     texts = [
         row["text"] if is_picture(row) else without_header(row["text"], document, row["section"])
         for row in rows
     ]
     before = texts[position - 1][-_CONTEXT_CHARS:] if position > 0 else ""
     after = texts[position + 1][:_CONTEXT_CHARS] if position + 1 < len(rows) else ""
-    where = " › ".join(rows[position]["section"])
+    first_line = texts[position].partition("\n")[0]
+    where = " › ".join(shown_section(rows[position]["section"], first_line, captions))
     parts = [f"<p class='where'>{html.escape(where)}</p>" if where else ""]
     if before:
         parts.append(f"<p class='context'>…{_paragraphs(before)}</p>")

@@ -34,6 +34,7 @@ from rag_pipeline.config import Settings
 from rag_pipeline.manifest import SourceFile, describe_file, source_labels
 from rag_pipeline.parsing import EMPTY_FILE, format_of
 from rag_pipeline.workspaces import Workspace, list_workspaces
+from serving.access.refusals import as_refused
 from serving.indexing import BackgroundIndexing
 
 logger = logging.getLogger(__name__)
@@ -155,7 +156,7 @@ class Uploads:
         with self._placing:  # never while an upload of its name is being placed
             uploaded = _uploaded_named(workspace, name)
             if uploaded is None:
-                raise RemovalRefused(f"no upload named {name[:64]!r} here")
+                raise RemovalRefused(f"no upload named {as_refused(name)!r} here")
             if not removes_any and (not_theirs := _not_ones_own(workspace, uploaded, remover)):
                 raise RemovalRefused(f"{uploaded.name} {not_theirs} remove it")
             document = _upload_document(workspace.settings, uploaded)

@@ -11,14 +11,17 @@ Message = dict[str, str]  # {"role": "user" | "assistant", "content": ...}
 
 MARKER = re.compile(r"\[(\d+(?:\s*[,，、]\s*\d+)*)\]")
 
-# Fixed phrases of an answer, in the question's language (English for any other).
+# Fixed phrases of an answer, in the question's language (English for any other), each with
+# its language's punctuation (full-width in Chinese).
 _PHRASES = {
     "en": {
         "lead": "From the documents:",
         "nothing": "I found nothing in the indexed documents that answers this.",
         "closest": "Nothing here answers this directly. The closest passages:",
         "missing": "{part}: nothing here says.",
-        "searched": "Searched for",
+        # What was searched: after an answer, and after "nothing" with the filters.
+        "searched": "(Searched for: “{query}”)",
+        "searched_with": "Searched for: “{query}”, {filters}.",
         "filters": "with filters",
         "no_filters": "with no filters",
     },
@@ -27,7 +30,8 @@ _PHRASES = {
         "nothing": "在已索引的文档中没有找到能回答这个问题的内容。",
         "closest": "这里没有能直接回答这个问题的内容。最接近的段落：",
         "missing": "{part}：文档中没有提到。",
-        "searched": "检索词",
+        "searched": "（检索词：“{query}”）",
+        "searched_with": "检索词：“{query}”，{filters}。",
         "filters": "筛选条件",
         "no_filters": "未设筛选条件",
     },

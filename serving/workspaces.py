@@ -8,6 +8,7 @@ those who may; uploads into a workspace, and removing them (:class:`~serving.upl
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from rag_pipeline.workspaces import (
     workspace_exists,
 )
 from serving.access import LEAST_ROLE, Action, Authenticator, Role, User
-from serving.access.refusals import RefusalLog
+from serving.access.refusals import RefusalLog, as_refused
 from serving.assistant import Assistant
 from serving.governance import Standing, cited_standing, set_cited_availability
 from serving.history import History
@@ -45,6 +46,10 @@ from serving.uploads import (
 
 class NotAllowed(PermissionError):
     """The user may not do this, or the workspace is not theirs (the two look alike)."""
+
+
+class NotSignedIn(NotAllowed):
+    """A request that proves no user (the door lets none through to the page, API or MCP)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +113,7 @@ class ServedWorkspaces:
         elif user.may_use(workspace_id) and workspace_exists(self.settings.root, workspace_id):
             chosen = workspace_id
         else:
-            named = _cut(workspace_id)
+            named = as_refused(workspace_id)
             raise self._refused(user, action, f"no workspace {named!r} for {user.name}")
         if not user.may(action, chosen):
             name = open_workspace(self.settings, chosen).name
@@ -126,6 +131,14 @@ class ServedWorkspaces:
         """The refusal of ``action`` to the user, logged (one line; a flood of them counted)."""
         self._refusals.refused(user.name, action.name.lower(), why)
         return NotAllowed(why)
+
+    def signed_in(self, headers: Mapping[str, str]) -> User:
+        """The user a request to the page, the API or MCP comes from, by its headers (their
+        names in any letter case)."""
+        user = self.authenticator.user({key.lower(): value for key, value in headers.items()})
+        if user is None:
+            raise NotSignedIn("sign in first")
+        return user
 
     def workspace(
         self, user: User, workspace_id: str | None, action: Action = Action.ASK
@@ -287,14 +300,6 @@ class ServedWorkspaces:
             assistants, self._assistants = list(self._assistants.values()), {}
         for assistant in assistants:
             assistant.close()
-
-
-# Of a name a request chose, what a refusal (and so the log) repeats.
-_NAMED_CHARS = 64
-
-
-def _cut(named: str) -> str:
-    return named if len(named) <= _NAMED_CHARS else named[: _NAMED_CHARS - 1] + "…"
 
 
 def indexed_documents(settings: Settings, *, governs: bool = True) -> int:

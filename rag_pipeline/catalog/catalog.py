@@ -188,6 +188,19 @@ class Catalog:
             yield batch
             after = batch[-1]["chunk_index"]
 
+    def table_chunks(self, collection: str, doc_id: str) -> list[dict[str, Any]]:
+        """The chunks of a document that hold a table, in order: their text, kinds and first
+        page (what :func:`rag_pipeline.chunking.table_captions` reads)."""
+        rows = self.database.rows(
+            "SELECT text, kinds, page_start FROM chunks WHERE collection = ? AND doc_id = ? "
+            "AND kinds LIKE ? ORDER BY chunk_index",
+            (collection, doc_id, '%"table"%'),
+        )
+        return [
+            {"text": text, "kinds": json.loads(kinds), "page_start": page}
+            for text, kinds, page in rows
+        ]
+
     def chunk_context(
         self, collection: str, chunk_id: str
     ) -> tuple[list[dict[str, Any]], int] | None:
@@ -340,8 +353,9 @@ class Catalog:
             )
 
     def delete_documents(self, doc_ids: Sequence[str]) -> dict[str, list[str]]:
-        """Forget documents in every collection; returns collection → the documents it held,
-        each marked for repair there (its points are to be deleted)."""
+        """Forget documents in every collection, and whether they were taken out of search (a
+        new file of the same name is a new document); returns collection → the documents it
+        held, each marked for repair there (its points are to be deleted)."""
         held: dict[str, list[str]] = {}
         with self.database.transaction() as executor:
             for batch in batched(list(doc_ids), _IN_BATCH):
@@ -351,7 +365,7 @@ class Catalog:
                 )
                 for collection, doc_id in found:
                     held.setdefault(collection, []).append(doc_id)
-                for table in ("documents", "chunks"):
+                for table in ("documents", "chunks", "availability"):
                     executor.execute(
                         f"DELETE FROM {table} WHERE doc_id IN ({_marks(batch)})", batch
                     )

@@ -10,7 +10,8 @@ Sizes are counted with the model's tokenizer because the model silently drops wh
 beyond its sequence length: a chunk that does not fit is a chunk that is partly not searchable.
 
 Step 1 is ``pieces.py``, step 2 ``text.py``; the context line a chunk starts with (and its text
-without it, as shown), ``headers.py``; a chunk per picture, ``pictures.py``; a chunk and its
+without it, as shown), ``headers.py``; the section a passage is shown under,
+``shown_sections.py``; a chunk per picture, ``pictures.py``; a chunk and its
 catalog row, ``chunks.py``.
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 from rag_pipeline.chunking.chunks import Chunk, chunk_as_record
 from rag_pipeline.chunking.headers import document_name, without_header
 from rag_pipeline.chunking.pictures import picture_chunks
+from rag_pipeline.chunking.shown_sections import shown_section, table_captions
 from rag_pipeline.chunking.text import chunk_document
 
 # Bump when chunks come out differently for the same elements and settings: it re-indexes.
@@ -31,5 +33,7 @@ __all__ = [
     "chunk_document",
     "document_name",
     "picture_chunks",
+    "shown_section",
+    "table_captions",
     "without_header",
 ]

@@ -21,6 +21,7 @@ from rag_pipeline.workspaces import find_workspace
 from rag_pipeline_tests.conftest import open_workspace, signed_in, workspace_card
 from serving.access import AccessError, Action, User, add_user, check_binding
 from serving.server import BackgroundServer
+from serving.workspaces import NotSignedIn, ServedWorkspaces
 
 if TYPE_CHECKING:
     from gradio_client import Client
@@ -75,6 +76,21 @@ def two_teams(teams_home: tuple[Path, dict[str, str]]) -> Iterator[tuple[str, di
 def _search(url: str, q: str, workspace: str | None = None, **auth: object) -> httpx.Response:
     params = {"q": q} | ({"workspace": workspace} if workspace else {})
     return httpx.get(f"{url}/api/search", params=params, timeout=60, **auth)  # type: ignore[arg-type]
+
+
+def test_the_page_the_api_and_mcp_find_a_requests_user_in_one_place(
+    teams_home: tuple[Path, dict[str, str]],
+) -> None:
+    home, tokens = teams_home
+    workspaces = ServedWorkspaces(load_settings(home))
+    try:
+        for header in ("Authorization", "authorization"):  # Starlette's, Gradio's spelling
+            found = workspaces.signed_in({header: f"Bearer {tokens['alice']}"})
+            assert found.name == "alice"
+        with pytest.raises(NotSignedIn, match="sign in first"):
+            workspaces.signed_in({"Authorization": "Bearer not-a-token"})
+    finally:
+        workspaces.close()
 
 
 def test_a_request_without_credentials_is_refused_on_every_route(
@@ -243,6 +259,26 @@ def test_a_reader_uploads_nothing_through_gradio_client_or_over_http(
         answer = http.get(f"/gradio_api/call/upload/{event.json()['event_id']}").text
     assert "event: error" in answer and "bob may not upload into Default" in answer, answer
     assert not (home / "uploads").exists()
+
+
+def test_an_upload_refused_whole_raises_through_gradio_client_with_the_reason(
+    two_teams: tuple[str, dict[str, str]],
+    teams_home: tuple[Path, dict[str, str]],
+    tmp_path: Path,
+) -> None:
+    from gradio_client import handle_file
+    from gradio_client.exceptions import AppError
+
+    url, tokens = two_teams
+    home, _ = teams_home
+    quokka = tmp_path / "quokka.md"  # named as an upload alice did not send
+    quokka.write_text("# Quokka\n\nAlice's quokkas.\n", encoding="utf-8")
+    with _gradio(url, tokens["alice"]) as alice:
+        refused = "quokka.md: a document of this name was uploaded by someone else"
+        with pytest.raises(AppError, match=refused):
+            alice.predict([handle_file(str(quokka))], "client-b", True, api_name="/upload")
+    kept = find_workspace(load_settings(home), "Client B").settings.upload_folder / "quokka.md"
+    assert kept.read_text(encoding="utf-8") == "# Quokka\n\nThe quokka inventory.\n"
 
 
 def test_a_user_can_neither_open_nor_delete_anothers_conversation_nor_see_their_traces(

@@ -408,7 +408,7 @@ def test_an_upload_reads_parsed_once_parsed_and_never_from_an_earlier_uploads_pa
         copy = Path(get_upload_folder()) / uuid.uuid4().hex / "note.md"
         copy.parent.mkdir(parents=True)
         copy.write_text(text, encoding="utf-8")
-        _, batch, *_, shown, _ = uploads.upload(
+        _, batch, *_, shown, _, _ = uploads.upload(
             [{"path": str(copy), "orig_name": "note.md"}], "default", True, uploader
         )
         return batch, shown
@@ -421,7 +421,7 @@ def test_an_upload_reads_parsed_once_parsed_and_never_from_an_earlier_uploads_pa
         batch, shown = upload("# Herons\n\nHerons wait in the shallows.\n")
         assert state(shown) == "received, indexing…"
         within(120, "the run killed after parsing", lambda: not workspaces.indexing("default"))
-        *_, shown, count = uploads.progress("default", batch, uploader)
+        *_, shown, count, _ = uploads.progress("default", batch, uploader)
         assert (state(shown), count) == ("parsed, not indexed yet", "0 documents indexed")
         workspaces.close()  # no run starts now: nothing parses the next upload
         _, shown = upload("# Herons\n\nHerons wait, then strike.\n")

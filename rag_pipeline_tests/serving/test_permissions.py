@@ -233,7 +233,9 @@ EVENT_INPUTS: dict[str, Inputs] = {
     "create_workspace": lambda s, p: ["", 0],  # no name: refused past the permission
     "rename_workspace": lambda s, p: [None, "", WORKSPACE, 0],
     "delete_workspace": lambda s, p: [None, WORKSPACE, 0],
-    "keep": lambda s, p: [],
+    "keep_workspace": lambda s, p: [],
+    "keep_name": lambda s, p: [],
+    "keep_upload": lambda s, p: [],
     "back_home": lambda s, p: [0],
 }
 SHOWS_A_PASSAGE_FIRST = {"show_passage", "govern"}  # read the passage the session shows
@@ -252,6 +254,12 @@ def test_every_event_of_the_page_is_in_the_table_and_allows_each_role_what_it_sa
 ) -> None:
     events = _page_events(served)
     assert {name for _, name in events} >= {"ask", "upload", "govern", "delete_workspace"}
+    # Each way of keeping something is its own event, under its own name in the table.
+    assert {name for _, name in events if name.startswith("keep")} == {
+        "keep_workspace",
+        "keep_name",
+        "keep_upload",
+    }
     by_name = dict((name, index) for index, name in events)
     citation = by_name["show_citation"]
     wrong = []

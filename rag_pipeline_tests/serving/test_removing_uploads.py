@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from rag_pipeline.availability import set_availability
+from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import UserSettings, load_settings
 from rag_pipeline.ids import DEFAULT_WORKSPACE
 from rag_pipeline_tests.conftest import open_workspace
@@ -75,6 +77,13 @@ def test_a_contributor_removes_their_own_upload_a_governor_any_and_it_leaves_sea
         assert not pelicans.path.exists()
         with pytest.raises(NotAllowed, match=r"no upload named 'pelicans\.md' here"):
             workspaces.remove_upload(bob, DEFAULT_WORKSPACE, "pelicans.md")
+        # A long name is repeated cut, as a workspace's is: one rule for what a refusal repeats.
+        with pytest.raises(NotAllowed) as long_upload:
+            workspaces.remove_upload(bob, DEFAULT_WORKSPACE, "p" * 500)
+        with pytest.raises(NotAllowed) as long_workspace:
+            workspaces.remove_upload(bob, "w" * 500, "pelicans.md")
+        assert f"'{'p' * 63}…'" in str(long_upload.value)
+        assert f"'{'w' * 63}…'" in str(long_workspace.value)
         assert workspaces.remove_upload(governor, DEFAULT_WORKSPACE, "herons.md") == (
             "uploads/herons.md"
         )
@@ -85,6 +94,28 @@ def test_a_contributor_removes_their_own_upload_a_governor_any_and_it_leaves_sea
     for document in ("uploads/pelicans.md", "uploads/herons.md"):
         assert live_chunks(home, document) == []
         assert point_count(home, document) == 0
+
+
+def test_removing_an_archived_upload_forgets_it_was_archived(tmp_path: Path) -> None:
+    home, sent = tmp_path / "home", tmp_path / "sent"
+    settings = load_settings(home)
+    bob = User("bob", CONTRIBUTING)
+    governor = User("gov", UserSettings(workspaces=[DEFAULT_WORKSPACE], govern=[DEFAULT_WORKSPACE]))
+    workspaces = ServedWorkspaces(settings)
+    try:
+        workspaces.upload(bob, DEFAULT_WORKSPACE, _sent(sent, "pelicans.md", PELICANS))
+        within(300, "the upload indexed", lambda: not workspaces.indexing(DEFAULT_WORKSPACE))
+        set_availability(settings, "uploads/pelicans.md", "archived", "gov")
+        workspaces.remove_upload(governor, DEFAULT_WORKSPACE, "pelicans.md")
+        within(300, "the removal indexed", lambda: not workspaces.indexing(DEFAULT_WORKSPACE))
+        with Catalog(settings) as catalog:
+            assert [r.doc_id for r in catalog.availability()] == []
+        # A new upload of the name is a new document, in search: not archived by the old row.
+        workspaces.upload(bob, DEFAULT_WORKSPACE, _sent(sent, "pelicans.md", HERONS))
+        within(300, "the new upload indexed", lambda: not workspaces.indexing(DEFAULT_WORKSPACE))
+        assert workspaces.removable_uploads(bob, DEFAULT_WORKSPACE) == ["pelicans.md"]
+    finally:
+        workspaces.close()
 
 
 def test_a_file_changed_since_its_upload_is_no_longer_its_uploaders_to_remove(

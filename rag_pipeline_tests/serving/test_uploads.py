@@ -400,6 +400,13 @@ def test_in_a_browser_a_mixed_upload_indexes_its_good_file_and_leaves_no_copy_be
     error = page.locator(".toast-body").filter(has_text="huge.md")
     error.wait_for(timeout=30_000)  # Gradio's own check, four times serving.max_upload_mb
     assert "exceed the maximum allowed size of 81.9 Kb" in error.inner_text()
+    # Nothing taken: an error (a client's call raises), its reason in the page's error toast.
+    page.locator("#upload input[type=file]").set_input_files(str(program))
+    refused = page.locator(".toast-body").filter(has_text=program.name)
+    expect(refused).to_contain_text(
+        f"Nothing uploaded. {program.name}: not a kind of document this index reads",
+        timeout=30_000,
+    )
 
     sent = [str(note), str(program), str(big), str(broken)]
     page.locator("#upload input[type=file]").set_input_files(sent)
@@ -410,6 +417,16 @@ def test_in_a_browser_a_mixed_upload_indexes_its_good_file_and_leaves_no_copy_be
     expect(outcomes.locator(f"[data-upload='{big.name}']")).to_have_text(
         f"{big.name} refused: larger than 0.02 MB"
     )
+    # A refusal is as readable as the page's errors: not the small grey of a file's state.
+    refusal = outcomes.locator(f"[data-upload='{big.name}'] span")
+    error_color = page.evaluate(
+        "() => { const probe = document.createElement('span');"
+        " probe.style.color = 'var(--error-text-color)'; document.body.append(probe);"
+        " const color = getComputedStyle(probe).color; probe.remove(); return color; }"
+    )
+    assert refusal.evaluate("e => getComputedStyle(e).color") == error_color
+    size = "e => getComputedStyle(e).fontSize"
+    assert refusal.evaluate(size) == outcomes.evaluate(size)
     received = outcomes.locator(f"[data-upload='{note.name}']")
     expect(received).to_have_text(f"{note.name} received, indexing…")
     expect(received).to_have_text(f"{note.name} searchable", timeout=300_000)

@@ -9,18 +9,24 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pymupdf
 import pytest
 
 from rag_pipeline.cli import main
 from rag_pipeline.config import Settings, load_settings
-from rag_pipeline_tests.conftest import IndexedPlaces
+from rag_pipeline.store import QueryFilter
+from rag_pipeline_tests.conftest import IndexedPlaces, ask_on_the_page, open_workspace
 from rag_pipeline_tests.serving.conftest import serving
-from serving.answer import Answer
+from serving.answer import Answer, nothing_found, searched_line
 from serving.assistant import Assistant
 from serving.questions import question_parts, referred_question, refers_back
+from serving.retrieval import Retrieval
 from serving.server import BackgroundServer
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 OWNER = "local"
 KESTREL = """# Kestrel Bakery staff handbook
@@ -41,6 +47,7 @@ euros. In 2023 the staff moved to Bellhaven. In 2024 revenue was 6 million euros
 LIGHTHOUSE = [
     "The Corvid Point lighthouse was first lit on 3 March 1874. It stands on a granite ledge.",
     "Its light is visible for 21 nautical miles in clear weather.",
+    "The tower stands 34 metres tall. Its lamp turns once every 15 seconds.",
 ]
 
 
@@ -71,13 +78,19 @@ def _ask(assistant: Assistant, question: str, conversation: str | None = None) -
     return list(assistant.ask(question, conversation, owner=OWNER))[-1][1]
 
 
-def test_a_chinese_question_naming_an_english_entity_gets_no_unrelated_sentences(
+def test_a_chinese_question_about_an_english_document_quotes_the_sentence_of_its_focus(
     assistant: Assistant,
 ) -> None:
+    # 首席面包师 is read for its English counterpart (head baker); no other sentence rides along.
     final = _ask(assistant, "Kestrel面包店的首席面包师是谁？")
-    assert not final.supported
-    assert final.text.startswith("这里没有能直接回答这个问题的内容")
-    assert "陈立明" not in final.text and "250克" not in final.text and "八点" not in final.text
+    assert final.text.startswith("根据文档：")
+    assert "The head baker of Kestrel Bakery is Mira Olsen." in final.text
+    assert "5:40" not in final.text and "Bellhaven" not in final.text and "陈立明" not in final.text
+    founder = _ask(assistant, "Kestrel面包店是谁创办的？")
+    assert "founded in 1987 by Ada Kestrel" in founder.text and "Mira Olsen" not in founder.text
+    # A focus no passage about Velmora holds, or a thing with no counterpart: not answered.
+    assert not _ask(assistant, "Velmora的首席面包师是谁？").supported
+    assert not _ask(assistant, "Kestrel面包店的电话号码是多少？").supported
     # An entity no passage names: nothing answers, in Chinese as in English.
     for question in (
         "Marlow面包店的首席面包师是谁？",
@@ -134,6 +147,20 @@ def test_a_part_that_is_only_a_question_word_asks_it_of_the_part_before(
     assert "nothing here says" not in final.text
 
 
+def test_a_part_asking_a_measurement_is_answered_by_a_number_with_a_fitting_unit(
+    assistant: Assistant,
+) -> None:
+    # "height" is not in "The tower stands 34 metres tall": the quantity says it.
+    asked = "When was the Corvid Point lighthouse first lit?"
+    conversation, _ = list(assistant.ask(asked, owner=OWNER))[-1]
+    height = _ask(assistant, "And its height?", conversation)
+    assert "34 metres tall" in height.text
+    assert "21 nautical miles" not in height.text and "15 seconds" not in height.text
+    # Metres, miles and seconds are no weight, and the bakery's figures no height.
+    assert not _ask(assistant, "How heavy is the Corvid Point lighthouse?").supported
+    assert not _ask(assistant, "What is the height of Kestrel Bakery?").supported
+
+
 def test_a_figure_of_another_year_is_not_quoted(assistant: Assistant) -> None:
     final = _ask(assistant, "What was Velmora's revenue in 2022?")
     assert "4 million" in final.text
@@ -188,7 +215,7 @@ def test_a_follow_up_that_refers_back_is_searched_with_the_question_before_and_s
     conversation, _ = list(assistant.ask("青溪茶园是谁创办的？", owner=OWNER))[-1]
     final = _ask(assistant, "它几点开门？", conversation)
     assert "八点" in final.text and final.text.endswith(
-        "(检索词: “青溪茶园是谁创办的？ 它几点开门？”)"
+        "（检索词：“青溪茶园是谁创办的？ 它几点开门？”）"
     )
 
 
@@ -261,6 +288,29 @@ def test_a_follow_up_refers_to_the_last_question_that_stood_alone() -> None:
     assert referred_question([]) == ""
 
 
+@pytest.mark.parametrize(
+    ("question", "after_nothing", "after_an_answer"),
+    [
+        (
+            "Who founded Marrow Bakery?",
+            "Searched for: “Who founded Marrow Bakery?”, with no filters.",
+            "(Searched for: “Who founded Marrow Bakery?”)",
+        ),
+        (
+            "火星上有几个卫星？",
+            "检索词：“火星上有几个卫星？”，未设筛选条件。",
+            "（检索词：“火星上有几个卫星？”）",
+        ),
+    ],
+)
+def test_what_was_searched_is_punctuated_as_the_questions_language_is(
+    question: str, after_nothing: str, after_an_answer: str
+) -> None:
+    retrieval = Retrieval(question, QueryFilter(), [], [], None)
+    assert nothing_found(question, retrieval).endswith("\n\n" + after_nothing)
+    assert searched_line(question, retrieval) == after_an_answer
+
+
 def test_the_answerers_modules_import_without_a_cycle() -> None:
     # The extractive answerer loads without the module that frames every answerer.
     code = "import serving.extractive, sys; print('serving.answer' in sys.modules)"
@@ -289,3 +339,26 @@ def test_on_the_page_an_unrelated_follow_up_is_not_glued_to_the_question_before(
     shown = chat[-1]["content"]
     text = shown if isinstance(shown, str) else "".join(p.get("text", "") for p in shown)
     assert "Mongolia" not in text and "没有" in text.splitlines()[0]  # said unanswered, alone
+
+
+def test_in_a_browser_an_unanswered_question_highlights_no_passage_in_the_preview(
+    indexed_places: IndexedPlaces, browser: Browser
+) -> None:
+    from playwright.sync_api import expect
+
+    served = load_settings(indexed_places.fresh("whole-answers-preview", _index) / "home")
+    with BackgroundServer(served) as server:
+        page = browser.new_page()
+        page.goto(server.url + "/")
+        open_workspace(page)
+        chat, preview = page.locator("#chat"), page.locator("#preview-text")
+        # Opened whole (its preview emptied) before the first question.
+        expect(page.locator("#workspace-status")).to_contain_text("indexed", timeout=60_000)
+        ask_on_the_page(page, "Who is the head baker at Kestrel Bakery?")
+        expect(preview).to_contain_text("kestrel-handbook.md", timeout=180_000)  # answered
+        ask_on_the_page(page, "What is the salary of the Kestrel safety officer?")
+        expect(chat).to_contain_text("Nothing here answers this directly", timeout=60_000)
+        expect(page.locator("#evidence")).to_contain_text("kestrel-handbook.md")  # the closest
+        expect(preview).to_have_text("")
+        expect(page.locator("#preview-image")).to_be_hidden()
+        page.close()

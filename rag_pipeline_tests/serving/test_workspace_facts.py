@@ -117,6 +117,29 @@ def test_an_empty_workspace_says_how_to_add_documents_to_whoever_opens_it(
     page.context.close()
 
 
+def test_the_hint_on_adding_documents_goes_once_the_first_upload_is_indexed(
+    tmp_path: Path, browser: Browser
+) -> None:
+    from playwright.sync_api import expect
+
+    note = tmp_path / "owls.md"
+    note.write_text("# Owls\n\nOwls hunt at night.\n", encoding="utf-8")
+    settings = load_settings(tmp_path / "home")
+    create_workspace(settings, "Shelf")  # watches its upload folder alone
+    with BackgroundServer(settings) as server:
+        page = browser.new_page()
+        page.goto(server.url + "/")
+        open_workspace(page, "Shelf")
+        chat = page.locator("#chat")
+        expect(chat).to_contain_text("Upload files under Sources", timeout=30_000)
+        page.get_by_role("button", name="Sources").click()
+        page.locator("#upload input[type=file]").set_input_files(str(note))
+        outcome = page.locator("#upload-outcomes [data-upload='owls.md']")
+        expect(outcome).to_have_text("owls.md searchable", timeout=300_000)
+        expect(chat).not_to_contain_text("No documents here yet")
+        page.close()
+
+
 def test_a_document_whose_indexing_failed_is_neither_offered_nor_served(
     served: Served, browser: Browser
 ) -> None:

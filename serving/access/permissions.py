@@ -117,7 +117,9 @@ PAGE_EVENTS: dict[str, Action] = {
     "create_workspace": Action.MANAGE_WORKSPACES,
     "rename_workspace": Action.MANAGE_WORKSPACES,
     "delete_workspace": Action.MANAGE_WORKSPACES,
-    "keep": Action.USE_PAGE,  # a deletion or renaming not gone on with
+    "keep_workspace": Action.USE_PAGE,  # a workspace's deletion not gone on with
+    "keep_name": Action.USE_PAGE,  # a renaming not gone on with
+    "keep_upload": Action.USE_PAGE,  # an upload's removal not gone on with
     "back_home": Action.USE_PAGE,
 }
 

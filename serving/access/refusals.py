@@ -10,6 +10,15 @@ from collections.abc import Callable
 
 logger = logging.getLogger("rag_pipeline.serving.access")
 
+# Of a name a request chose (a workspace's, an upload's), what a refusal (and so the log)
+# repeats: a caller cannot write a long line into the log.
+_NAMED_CHARS = 64
+
+
+def as_refused(named: str) -> str:
+    """``named`` as a refusal repeats it: cut, with an ellipsis, past ``_NAMED_CHARS``."""
+    return named if len(named) <= _NAMED_CHARS else named[: _NAMED_CHARS - 1] + "…"
+
 
 class RefusalLog:
     """Logs at most ``most`` refusals of one caller per ``window`` seconds; the first refusal

@@ -69,7 +69,8 @@ class Chat(Handlers):
     ) -> Iterator[tuple[Any, ...]]:
         """The chat as the answer streams in, the question box emptied, and the conversation;
         last, the conversations listed, the evidence, the pictures among the passages, and the
-        passage to preview: the first cited (none when nothing is)."""
+        passage to preview: the first cited (none when nothing is, or when nothing answers and
+        the closest passages are cited)."""
         assistant, owner = self.serving(request, workspace_id)
         governs = self.signed_in(request).may(Action.SEE_OFFLINE, assistant.settings.workspace)
         text = (text or "").strip()
@@ -99,7 +100,8 @@ class Chat(Handlers):
             conversation_choices(assistant, owner, opened),
             evidence_html(sources, workspace_id),
             pictures_html([*final.passages, *final.pictures], workspace_id),
-            _first_chunk(sources),
+            # No passage highlighted as if it answered: the closest ones are listed, said so.
+            _first_chunk(sources) if final.supported else None,
         )
 
     def search_by_picture(

@@ -17,11 +17,10 @@ class Handlers:
         self.workspaces = workspaces
 
     def signed_in(self, request: gr.Request) -> User:
-        headers = {k.lower(): v for k, v in request.headers.items()}
-        user = self.workspaces.authenticator.user(headers)
-        if user is None:  # the middleware lets nobody else through
-            raise gr.Error("sign in first", print_exception=False)
-        return user
+        try:
+            return self.workspaces.signed_in(request.headers)
+        except NotAllowed as error:  # the middleware lets nobody else through
+            raise refusal(error) from error
 
     def serving(
         self, request: gr.Request, workspace_id: str | None, action: Action = Action.ASK

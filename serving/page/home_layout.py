@@ -139,7 +139,13 @@ def wire_home(
         api_visibility="private",
         show_progress=QUIET,
     )
-    home.keep_it.click(keep, None, [home.doomed, home.confirming], api_visibility="private")
+    home.keep_it.click(
+        keep,
+        None,
+        [home.doomed, home.confirming],
+        api_name="keep_workspace",
+        api_visibility="private",
+    )
     for renamed_by in (home.rename.click, home.new_name.submit):
         renamed_by(
             cards.rename,
@@ -149,7 +155,9 @@ def wire_home(
             api_visibility="private",
             show_progress=QUIET,
         )
-    home.keep_name.click(keep, None, [home.renamed, home.renaming], api_visibility="private")
+    home.keep_name.click(
+        keep, None, [home.renamed, home.renaming], api_name="keep_name", api_visibility="private"
+    )
     to_home.click(
         back_home,
         home.listed,

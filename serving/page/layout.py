@@ -18,6 +18,8 @@ PAGE_CSS = """
 .evidence .file { margin: 0.4em 0 0.2em; font-weight: 600; }
 .evidence .cite { margin: 0.1em 0 0.3em 0.8em; font-size: 0.92em; }
 .evidence .where, .preview .where { color: var(--body-text-color-subdued); }
+.evidence .cite.refused { font-size: 1em; }
+.evidence span.refusal { color: var(--error-text-color); font-weight: 600; }
 .preview .context { color: var(--body-text-color-subdued); }
 .preview mark { background: #ffe08a; }
 .cards { display: flex; flex-wrap: wrap; gap: 0.8em; }
@@ -62,7 +64,9 @@ def build_page(workspaces: ServedWorkspaces) -> gr.Blocks:
         opened = lay_out_workspace(workspaces.settings)
         draw_cards(home, cards, opened.workspace, opened.view)
         wire_workspace(opened, asking, governance, cards, conversation, resumed)
-        wire_sources(opened.sources, uploading, opened.workspace, opened.status)
+        wire_sources(
+            opened.sources, uploading, opened.workspace, opened.status, opened.answers.chat
+        )
         wire_home(
             page, home, cards, opened.workspace, opened.view, opened.to_home, signed_in, resumed
         )

@@ -175,8 +175,9 @@ def uploads_html(
         if record is not None and record.version != sent["version"]:
             record = None  # an earlier upload's of the same name: this one is not indexed yet
         reached = "parsed" if sent["doc_id"] in parsed else "received"
-        if sent["refused"]:
-            state = f"refused: {sent['refused']}"
+        row, shown = "cite", "where"
+        if sent["refused"]:  # as readable as an error
+            state, row, shown = f"refused: {sent['refused']}", "cite refused", "refusal"
         elif running:
             state = f"{reached}, indexing…"
         elif record is None:
@@ -186,8 +187,8 @@ def uploads_html(
         else:
             state = failure(record)
         parts.append(
-            f"<div class='cite' data-upload='{html.escape(sent['name'])}'>"
-            f"{html.escape(sent['name'])} <span class='where'>{html.escape(state)}</span></div>"
+            f"<div class='{row}' data-upload='{html.escape(sent['name'])}'>"
+            f"{html.escape(sent['name'])} <span class='{shown}'>{html.escape(state)}</span></div>"
         )
     parts.append("</div>")
     return "\n".join(parts)

@@ -16,7 +16,13 @@ from rag_pipeline.stages import StageFiles
 from serving.access import Action
 from serving.assistant import Assistant
 from serving.page.handlers import Handlers, refusal
-from serving.page.render import counted, indexed_status, sources_html, uploads_html
+from serving.page.render import (
+    adding_documents,
+    counted,
+    indexed_status,
+    sources_html,
+    uploads_html,
+)
 from serving.uploads import Upload
 from serving.workspaces import Documents, NotAllowed
 
@@ -32,7 +38,8 @@ class Uploads(Handlers):
         """Take the files sent (Gradio's file data, unprocessed: its path, checked by Gradio to
         lie in its upload folder, and the name as sent), those named as uploads already there
         replacing them if ``replace`` (and the user may): the upload box emptied, the batch's
-        files and what became of each, the sources, the progress timer and the count."""
+        files and what became of each, the sources, the progress timer and the count. An
+        upload with no file taken is an error saying why each was refused."""
         shared = Path(get_upload_folder()).resolve()
         sent = [
             (file.get("orig_name") or Path(file["path"]).name, Path(file["path"]))
@@ -52,8 +59,12 @@ class Uploads(Handlers):
         finally:
             _forget([path for _, path in sent], shared)
         received = [upload for upload in taken if upload.path]
-        if received:
-            gr.Info(f"{counted(len(received), 'file')} received; indexing now")
+        refused = "; ".join(f"{u.name}: {u.refused}" for u in taken if u.refused)
+        if not received:  # an error, so that a client's call raises too (gradio_client: AppError)
+            raise gr.Error(f"Nothing uploaded. {refused}", print_exception=False)
+        gr.Info(f"{counted(len(received), 'file')} received; indexing now")
+        if refused:
+            gr.Warning(f"Refused: {refused}")
         batch = [_described(upload) for upload in taken]
         return None, batch, *self.progress(workspace_id, batch, request)
 
@@ -107,8 +118,8 @@ class Uploads(Handlers):
     def progress(
         self, workspace_id: str | None, batch: list[dict[str, Any]], request: gr.Request
     ) -> tuple[Any, ...]:
-        """The sources and the timer, what became of each file of the last upload, and the
-        count of documents indexed."""
+        """The sources and the timer, what became of each file of the last upload, the count of
+        documents indexed, and the chat's hint on adding some (gone once there are)."""
         assistant, running = self._refreshed(workspace_id, request)
         documents = self._documents(assistant, request)  # read once for the three views
         stages = StageFiles(assistant.settings.stage_root)
@@ -118,7 +129,16 @@ class Uploads(Handlers):
             gr.Timer(active=running),
             uploads_html(batch, documents.records, parsed, running=running),
             indexed_status(documents.records.values()),
+            self.how_to_add(assistant, len(documents.records), request),
         )
+
+    def how_to_add(self, assistant: Assistant, documents: int, request: gr.Request) -> gr.Chatbot:
+        """The chat's hint, while it is empty, on how to add documents to a workspace with none
+        (of ``documents``) and nothing to index; none once it has some."""
+        workspace = assistant.settings.workspace
+        may_contribute = self.signed_in(request).may(Action.UPLOAD, workspace)
+        hint = adding_documents(assistant.settings, documents, may_contribute=may_contribute)
+        return gr.Chatbot(placeholder=hint or "")
 
     def _sources(
         self, assistant: Assistant, documents: Documents, request: gr.Request, *, running: bool

@@ -83,22 +83,27 @@ def lay_out_sources() -> SourcesPanel:
 
 
 def wire_sources(
-    panel: SourcesPanel, uploading: Uploads, workspace: gr.Dropdown, status: gr.Markdown
+    panel: SourcesPanel,
+    uploading: Uploads,
+    workspace: gr.Dropdown,
+    status: gr.Markdown,
+    chat: gr.Chatbot,
 ) -> None:
     """An upload taken, one removed once confirmed, the sources refreshed, and the progress
-    shown while they are indexed (the sources, the timer, the uploads' fates and the
-    workspace's ``status``)."""
+    shown while they are indexed (the sources, the timer, the uploads' fates, the workspace's
+    ``status`` and the ``chat``'s hint on adding documents)."""
     sources_outputs = [panel.sources, panel.indexing_progress]
-    progress_outputs = [*sources_outputs, panel.uploaded, status]
+    progress_outputs = [*sources_outputs, panel.uploaded, status, chat]
     panel.uploads.upload(
         uploading.upload,
         [panel.uploads, workspace, panel.replace],
         [panel.uploads, panel.last_upload, *progress_outputs],
         api_name="upload",
+        show_progress_on=panel.uploads,  # not over the chat, whose hint it only updates
         # The file data as sent: Gradio's processing would leave an empty file behind in its
         # folder per file; its check that each lies in its upload folder comes first.
         preprocess=False,
-    )
+    ).failure(None, None, panel.uploads, js="() => null")  # refused whole: the box emptied too
     panel.sources.select(
         uploading.confirm_removal,
         workspace,
@@ -116,7 +121,7 @@ def wire_sources(
         uploading.keep_upload,
         None,
         [panel.doomed, panel.removal],
-        api_name="keep",
+        api_name="keep_upload",
         api_visibility="private",
     )
     panel.refresh_sources.click(

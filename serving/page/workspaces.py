@@ -19,7 +19,6 @@ from serving.access import Action, User
 from serving.page.chat import conversation_choices, reopened
 from serving.page.handlers import Handlers, refusal
 from serving.page.render import (
-    adding_documents,
     card_html,
     deletion_html,
     indexed_status,
@@ -108,13 +107,9 @@ class WorkspaceCards(Handlers):
         chat, conversation, evidence, previewed = reopened(
             assistant, user.name, resumed, workspace_id, governs=governs
         )
-        how_to_add = adding_documents(
-            assistant.settings,
-            len(records),
-            may_contribute=user.may(Action.UPLOAD, assistant.settings.workspace),
-        )
+        how_to_add = self.uploads.how_to_add(assistant, len(records), request)
         return (
-            gr.Chatbot(chat, placeholder=how_to_add or ""),  # shown while it is empty
+            gr.Chatbot(chat, placeholder=how_to_add.placeholder),  # shown while it is empty
             conversation,
             evidence,
             previewed,
