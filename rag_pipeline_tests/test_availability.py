@@ -117,6 +117,12 @@ def test_an_archived_document_leaves_search_at_once_and_comes_back_when_activate
     (indexed_source / "otters.md").write_text(OTTERS + "\nThey keep a favourite stone.\n", "utf-8")
     assert "changed 1" in cli("index", "--home", home).out
     assert "docs/otters.md" not in _documents(cli, home, "otters favourite stone")
+    # And across the file leaving its folder and coming back (a sync rewriting it, say).
+    moved = (indexed_source / "otters.md").rename(indexed_source.parent / "otters.md")
+    assert "deleted 1" in cli("index", "--home", home).out
+    moved.rename(indexed_source / "otters.md")
+    assert "added 1" in cli("index", "--home", home).out
+    assert "docs/otters.md" not in _documents(cli, home, "otters favourite stone")
 
     assert cli("activate", "docs/otters.md", "--home", home).code == 0
     assert "docs/otters.md" in _documents(cli, home, "otters favourite stone")

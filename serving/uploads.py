@@ -146,6 +146,11 @@ class Uploads:
             shutil.move(staged, partial)
             partial.replace(target)
             ledger.record(target.name, sender.name, content)
+            if existing is None:  # a new document: not what a removed upload of its name was
+                with Catalog(workspace.settings) as catalog:
+                    catalog.forget_availability_if_deleted(
+                        _upload_document(workspace.settings, target)
+                    )
         return Upload(name, target, file=_manifest_row(workspace.settings, target))
 
     def remove(self, workspace: Workspace, name: str, remover: str, *, removes_any: bool) -> str:

@@ -245,6 +245,15 @@ class Catalog:
             )
         return record
 
+    def forget_availability_if_deleted(self, doc_id: str) -> None:
+        """Forget whether a document no collection holds any more was taken out of search."""
+        with self.database.transaction() as executor:
+            executor.execute(
+                "DELETE FROM availability WHERE doc_id = ? "
+                "AND NOT EXISTS (SELECT 1 FROM documents WHERE doc_id = ?)",
+                (doc_id, doc_id),
+            )
+
     def availability(self) -> list[AvailabilityRecord]:
         """Every document and chunk whose availability was ever set, by document."""
         rows = self.database.rows(
@@ -353,9 +362,9 @@ class Catalog:
             )
 
     def delete_documents(self, doc_ids: Sequence[str]) -> dict[str, list[str]]:
-        """Forget documents in every collection, and whether they were taken out of search (a
-        new file of the same name is a new document); returns collection → the documents it
-        held, each marked for repair there (its points are to be deleted)."""
+        """Forget documents in every collection; returns collection → the documents it held,
+        each marked for repair there (its points are to be deleted). Whether they were taken out
+        of search is kept: a watched file that comes back is still out of it."""
         held: dict[str, list[str]] = {}
         with self.database.transaction() as executor:
             for batch in batched(list(doc_ids), _IN_BATCH):
@@ -365,7 +374,7 @@ class Catalog:
                 )
                 for collection, doc_id in found:
                     held.setdefault(collection, []).append(doc_id)
-                for table in ("documents", "chunks", "availability"):
+                for table in ("documents", "chunks"):
                     executor.execute(
                         f"DELETE FROM {table} WHERE doc_id IN ({_marks(batch)})", batch
                     )

@@ -96,7 +96,7 @@ def test_a_contributor_removes_their_own_upload_a_governor_any_and_it_leaves_sea
         assert point_count(home, document) == 0
 
 
-def test_removing_an_archived_upload_forgets_it_was_archived(tmp_path: Path) -> None:
+def test_a_new_upload_of_a_removed_archived_uploads_name_is_not_archived(tmp_path: Path) -> None:
     home, sent = tmp_path / "home", tmp_path / "sent"
     settings = load_settings(home)
     bob = User("bob", CONTRIBUTING)
@@ -108,11 +108,11 @@ def test_removing_an_archived_upload_forgets_it_was_archived(tmp_path: Path) -> 
         set_availability(settings, "uploads/pelicans.md", "archived", "gov")
         workspaces.remove_upload(governor, DEFAULT_WORKSPACE, "pelicans.md")
         within(300, "the removal indexed", lambda: not workspaces.indexing(DEFAULT_WORKSPACE))
-        with Catalog(settings) as catalog:
-            assert [r.doc_id for r in catalog.availability()] == []
         # A new upload of the name is a new document, in search: not archived by the old row.
         workspaces.upload(bob, DEFAULT_WORKSPACE, _sent(sent, "pelicans.md", HERONS))
         within(300, "the new upload indexed", lambda: not workspaces.indexing(DEFAULT_WORKSPACE))
+        with Catalog(settings) as catalog:
+            assert [r.doc_id for r in catalog.availability()] == []
         assert workspaces.removable_uploads(bob, DEFAULT_WORKSPACE) == ["pelicans.md"]
     finally:
         workspaces.close()
