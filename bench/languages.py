@@ -46,9 +46,9 @@ def chunks_by_model(home: Path) -> tuple[int, int]:
 
 
 def measure(name: str, source: Path, work: Path) -> None:
-    baseline = indexed(work / f"{name}-off", source, multilingual=False)
-    default = indexed(work / f"{name}-on", source, multilingual=True)
-    dense, foreign = chunks_by_model(work / f"{name}-on")
+    baseline = indexed(work / f"{source.name}-off", source, multilingual=False)
+    default = indexed(work / f"{source.name}-on", source, multilingual=True)
+    dense, foreign = chunks_by_model(work / f"{source.name}-on")
     print(
         f"{name}: multilingual off (baseline) {baseline.seconds:.1f} s, on (the default) "
         f"{default.seconds:.1f} s: {default.seconds / baseline.seconds:.2f} x; "
