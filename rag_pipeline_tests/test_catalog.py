@@ -167,6 +167,16 @@ def test_deleting_a_document_looks_its_rows_up_instead_of_reading_every_chunk(
     catalog.close()
 
 
+def test_a_run_reads_the_rows_of_its_own_documents_only(catalog: Catalog) -> None:
+    for doc_id in ("a", "b", "c"):
+        catalog.commit_document(COLLECTION, _record(doc_id, "v1"), [_chunk(doc_id, "v1", 0)])
+    catalog.commit_document("other", _record("d", "v1"), [_chunk("d", "v1", 0)])
+    named = catalog.documents(COLLECTION, ["c", "a", "d", "gone", "a"])
+    assert list(named) == ["a", "c"] and named["c"].indexed_version == "v1"
+    assert catalog.documents(COLLECTION, []) == {}
+    assert list(catalog.documents(COLLECTION)) == ["a", "b", "c"]
+
+
 def test_the_export_reads_documents_and_chunks_in_batches_in_order(catalog: Catalog) -> None:
     for doc_id, chunks in (("a", 3), ("b", 1), ("c", 2)):
         catalog.commit_document(

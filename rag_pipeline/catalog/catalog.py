@@ -139,12 +139,26 @@ class Catalog:
 
     # -- reading -------------------------------------------------------------------------------
 
-    def documents(self, collection: str) -> dict[str, DocumentRecord]:
-        rows = self.database.rows(
-            f"SELECT {_DOCUMENT_COLUMNS} FROM documents WHERE collection = ? ORDER BY doc_id",
-            (collection,),
-        )
-        return {row[0]: DocumentRecord(*row) for row in rows}
+    def documents(
+        self, collection: str, doc_ids: Iterable[str] | None = None
+    ) -> dict[str, DocumentRecord]:
+        """The collection's documents by id; with ``doc_ids``, only those (a run's own: a
+        small change then reads a few rows, not the whole table)."""
+        if doc_ids is None:
+            rows = self.database.rows(
+                f"SELECT {_DOCUMENT_COLUMNS} FROM documents WHERE collection = ? ORDER BY doc_id",
+                (collection,),
+            )
+            return {row[0]: DocumentRecord(*row) for row in rows}
+        found: dict[str, DocumentRecord] = {}
+        for batch in batched(sorted(set(doc_ids)), _IN_BATCH):
+            rows = self.database.rows(
+                f"SELECT {_DOCUMENT_COLUMNS} FROM documents WHERE collection = ? "
+                f"AND doc_id IN ({_marks(batch)})",
+                (collection, *batch),
+            )
+            found.update((row[0], DocumentRecord(*row)) for row in rows)
+        return dict(sorted(found.items()))
 
     def live_documents(self) -> dict[str, DocumentRecord]:
         """The documents of the live collection (none before the first one is built)."""

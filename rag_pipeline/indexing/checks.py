@@ -53,7 +53,7 @@ def verify_store(
     expected, points = catalog.expected_points(collection), store.count()
     if points == expected:
         live = catalog.live_versions(collection, doc_ids)
-        records = catalog.documents(collection) if live else {}
+        records = catalog.documents(collection, live)
         if all(store.count(doc_id) == records[doc_id].chunks for doc_id in live):
             return StoreVerification(points, expected, {}, {})
     records = catalog.documents(collection)
@@ -124,7 +124,7 @@ def _check_vector_size(indexer: Indexer) -> CheckOutcome:
 
 
 def _check_no_silent_empty(indexer: Indexer, doc_ids: list[str]) -> CheckOutcome:
-    known = indexer.catalog.documents(indexer.collection.name)
+    known = indexer.catalog.documents(indexer.collection.name, doc_ids)
     failures: dict[str, str] = {}
     for doc_id in doc_ids:
         record = known.get(doc_id)
