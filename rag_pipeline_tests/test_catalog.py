@@ -177,6 +177,17 @@ def test_a_run_reads_the_rows_of_its_own_documents_only(catalog: Catalog) -> Non
     assert list(catalog.documents(COLLECTION)) == ["a", "b", "c"]
 
 
+def test_chunk_versions_count_each_documents_chunks_by_version_in_one_read(
+    catalog: Catalog,
+) -> None:
+    catalog.commit_document(
+        COLLECTION, _record("a", "v2"), [_chunk("a", "v2", 0), _chunk("a", "v2", 1)]
+    )
+    catalog.commit_document(COLLECTION, _record("b", "v1", chunks=1), [_chunk("b", "v1", 0)])
+    catalog.commit_document("other", _record("c", "v1", chunks=1), [_chunk("c", "v1", 0)])
+    assert catalog.chunk_versions(COLLECTION) == {"a": {"v2": 2}, "b": {"v1": 1}}
+
+
 def test_the_export_reads_documents_and_chunks_in_batches_in_order(catalog: Catalog) -> None:
     for doc_id, chunks in (("a", 3), ("b", 1), ("c", 2)):
         catalog.commit_document(

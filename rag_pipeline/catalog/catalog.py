@@ -202,6 +202,17 @@ class Catalog:
             yield batch
             after = batch[-1]["chunk_index"]
 
+    def chunk_versions(self, collection: str) -> dict[str, dict[str, int]]:
+        """doc id → {version: its chunks} over the whole collection, in one read (``check``)."""
+        counts: dict[str, dict[str, int]] = {}
+        for doc_id, version, count in self.database.rows(
+            "SELECT doc_id, version, COUNT(*) FROM chunks WHERE collection = ? "
+            "GROUP BY doc_id, version",
+            (collection,),
+        ):
+            counts.setdefault(doc_id, {})[version] = count
+        return counts
+
     def chunk_context(
         self, collection: str, chunk_id: str
     ) -> tuple[list[dict[str, Any]], int] | None:

@@ -182,6 +182,7 @@ def audit(settings: Settings) -> list[str]:
             owners = Counter(store.point_owners().values())
         finally:
             store.close()
+        chunk_versions = catalog.chunk_versions(live.name)
         problems: list[str] = []
         for doc_id, record in records.items():
             if record.indexed_version is None:
@@ -189,12 +190,9 @@ def audit(settings: Settings) -> list[str]:
             points = owners.get((doc_id, record.indexed_version), 0)
             if points != record.chunks:
                 problems.append(f"{doc_id}: {record.chunks} chunks but {points} points")
-            versions = Counter(
-                row["version"]
-                for batch in catalog.chunk_batches(live.name, doc_id)
-                for row in batch
-            )
-            if versions != Counter({record.indexed_version: record.chunks}):
+            if Counter(chunk_versions.get(doc_id, {})) != Counter(
+                {record.indexed_version: record.chunks}
+            ):
                 problems.append(f"{doc_id}: the catalog's chunks are not those of its live version")
         for (doc_id, version), count in owners.items():
             record = records.get(doc_id)
