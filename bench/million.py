@@ -10,9 +10,9 @@ rest (manifest, parsing, chunking, sparse vectors, the commit, catalog, Dagster,
 Partitions are in buckets of about ``--bucket-documents`` documents, as docs/scaling.md tells a
 user past 100,000 documents (the count is set for each step's total: at most one rearrangement
 per step, inside that step's build). After each build: an unchanged re-run, one file changed
-and indexed (then found by a query in a new process), ``status``, ``check``, ``export``, and
-the home's disk use and Dagster event log. Each row is printed as its step ends, then the whole
-table; ratios are against the first step, of the same run.
+and indexed (then found by a query in a new process), one deleted, ``status``, ``check``,
+``export``, and the home's disk use and Dagster event log. Each row is printed as its step
+ends, then the whole table; ratios are against the first step, of the same run.
 
     python bench/scale.py --documents 1000000 [--steps 10000,100000] [--bucket-documents 100]
                           [--work DIR] [--keep]
@@ -144,6 +144,10 @@ def measure_step(
     assert hits and marker in hits[0]["text"], hits[:1]
     step.put("one file changed: index", measured(changed), changed.summary)
     step.put("then found by a query (new process)", f"{found.seconds:,.2f} s")
+    (share / document_path(previous + 1)).unlink()
+    deleted = run_cli("index", "--home", home, env=env)
+    assert "deleted 1" in deleted.stdout, deleted.stdout
+    step.put("one file deleted: index", measured(deleted), deleted.summary)
     step.put("status", measured(run_cli("status", "--home", home, env=env)))
     step.put("check", measured(run_cli("check", "--home", home, env=env)))
     exported = work / "export"
