@@ -163,6 +163,19 @@ def measure_step(
     return per_100k
 
 
+def room_to_grow(work: Path, size: int, documents: int) -> bool:
+    """Whether the disk holds the work folder grown from ``size`` to ``documents`` at the same
+    bytes a document (said either way: a run that would fill the disk stops here, not hours on)."""
+    used = disk_bytes(work)
+    needed = used / size * documents - used
+    free = shutil.disk_usage(work).free
+    print(f"disk: {mb(needed)} more needed at {documents:,} documents, {mb(free)} free", flush=True)
+    if needed > 0.95 * free:
+        print("stopping: not enough disk for the next steps (free some, or --work elsewhere)")
+        return False
+    return True
+
+
 def run(
     documents: int, steps: list[int] | None, bucket_documents: int, work: Path | None, keep: bool
 ) -> None:
@@ -186,6 +199,8 @@ def run(
         first_per_100k = first_per_100k or per_100k
         done.append(step)
         previous = size
+        if size < documents and not room_to_grow(work, size, documents):
+            break
     print_table(done)
     if not keep:
         shutil.rmtree(work, ignore_errors=True)
