@@ -165,7 +165,7 @@ def measure_step(
 
 def room_to_grow(work: Path, size: int, documents: int) -> bool:
     """Whether the disk holds the work folder grown from ``size`` to ``documents`` at the same
-    bytes a document (said either way: a run that would fill the disk stops here, not hours on)."""
+    bytes a document (a run that would fill the disk stops here rather than hours later)."""
     used = disk_bytes(work)
     needed = used / size * documents - used
     free = shutil.disk_usage(work).free
