@@ -10,6 +10,7 @@ folder. Its vectors carry no meaning; its cost per token is about a sixth of the
 from __future__ import annotations
 
 import shutil
+import warnings
 from pathlib import Path
 
 from rag_pipeline.config import DEFAULT_DENSE_MODEL
@@ -66,7 +67,9 @@ def _export(folder: Path, seed: int) -> None:
     config.to_json_file(folder / "config.json")  # this model's, not MiniLM's 6 layers
     names = ["input_ids", "attention_mask", "token_type_ids"]
     sample = {name: torch.ones((1, 8), dtype=torch.int64) for name in names}
-    with torch.no_grad():
+    # The tracer warns of branches it freezes; they are fixed in this one-layer encoder.
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         torch.onnx.export(
             LastHiddenState().eval(),
             tuple(sample[name] for name in names),
