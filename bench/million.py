@@ -81,7 +81,7 @@ def event_log(dagster: Path) -> str:
                 (rows,) = connection.execute("select count(*) from event_logs").fetchone()
                 counts["index" if database.name == "index.db" else "per-run"] += rows
     return (
-        f"{counts['per-run']:,} rows in {len(list(runs.glob('*-*.db')))} runs, "
+        f"{counts['per-run']:,} rows in {len(list(runs.glob('*-*.db')))} run databases, "
         f"{counts['index']:,} in the index; {mb(disk_bytes(runs))}"
     )
 
