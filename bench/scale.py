@@ -15,6 +15,12 @@ runs of N / 4 documents: what going parallel costs or gains on this machine.
 
     python bench/scale.py [--sizes 1000,10000,100000] [--modes documents,buckets,no-dagster]
                           [--bucket-documents 100] [--skip-parallel]
+
+With ``--documents N``, instead: one home grown to N distinct documents, measured at 10k, 100k
+and 1M on the way (``million.py``).
+
+    python bench/scale.py --documents 1000000 [--steps 10000,100000] [--bucket-documents 100]
+                          [--work DIR] [--keep]
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import million
 from _harness import Measured, run_cli, write_short_markdown
 
 DISTINCT = 100
@@ -70,7 +77,15 @@ def main() -> None:
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {MODES}")
     parser.add_argument("--bucket-documents", type=int, default=100)
     parser.add_argument("--skip-parallel", action="store_true")
+    parser.add_argument("--documents", type=int, help="grow one home to N documents instead")
+    parser.add_argument("--steps", help="with --documents: comma-separated sizes to measure at")
+    parser.add_argument("--work", type=Path, help="with --documents: the folder to work in")
+    parser.add_argument("--keep", action="store_true", help="with --documents: keep --work")
     args = parser.parse_args()
+    if args.documents:
+        steps = [int(size) for size in args.steps.split(",")] if args.steps else None
+        million.run(args.documents, steps, args.bucket_documents, args.work, args.keep)
+        return
     sizes = [int(size) for size in args.sizes.split(",")]
     modes = args.modes.split(",")
     if unknown := set(modes) - set(MODES):

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
+import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from rag_pipeline.catalog import Catalog, DocumentRecord
+from rag_pipeline.catalog import Catalog, DocumentRecord, export
 from rag_pipeline.catalog.export import export_catalog
 from rag_pipeline.config import load_settings
 
@@ -122,6 +124,8 @@ def test_a_process_killed_inside_a_commit_leaves_the_previous_version_whole(
 def test_deleting_forgets_a_document_in_every_collection_and_marks_its_points(
     catalog: Catalog,
 ) -> None:
+    catalog.target_collection(COLLECTION, {}, {})
+    catalog.target_collection("other", {}, {})
     catalog.commit_document(COLLECTION, _record("a", "v1"), [_chunk("a", "v1", 0)])
     catalog.commit_document("other", _record("a", "v9"), [_chunk("a", "v9", 0)])
     catalog.commit_document(COLLECTION, _record("b", "v1"), [_chunk("b", "v1", 0)])
@@ -135,6 +139,95 @@ def test_deleting_forgets_a_document_in_every_collection_and_marks_its_points(
     assert catalog.repairs(COLLECTION) == ["a"] and catalog.repairs("other") == ["a"]
     catalog.clear_repairs(COLLECTION, ["a"])
     assert catalog.repairs(COLLECTION) == []
+
+
+def test_deleting_a_document_looks_its_rows_up_instead_of_reading_every_chunk(
+    home: Path,
+) -> None:
+    """What keeps a deletion cheap in a catalog of millions of chunks: SQLite's own plan for
+    each statement a deletion runs uses the tables' keys (a full scan of ``chunks`` reads every
+    chunk's text)."""
+    catalog = Catalog(load_settings(home))
+    catalog.target_collection(COLLECTION, {}, {})
+    for doc_id in ("a", "b"):
+        catalog.commit_document(COLLECTION, _record(doc_id, "v1"), [_chunk(doc_id, "v1", 0)])
+    connection: sqlite3.Connection = catalog.database._connection  # type: ignore[attr-defined]
+    statements: list[str] = []
+    connection.set_trace_callback(statements.append)
+    catalog.delete_documents(["a"])
+    connection.set_trace_callback(None)
+    searched = [s for s in statements if s.lstrip().upper().startswith(("SELECT", "DELETE"))]
+    plans = [
+        " ".join(row[3] for row in connection.execute(f"EXPLAIN QUERY PLAN {statement}"))
+        for statement in searched
+    ]
+    assert any("chunks" in statement for statement in searched)
+    assert [plan for plan in plans if "SCAN documents" in plan or "SCAN chunks" in plan] == []
+    assert list(catalog.documents(COLLECTION)) == ["b"]
+    catalog.close()
+
+
+def test_a_run_reads_the_rows_of_its_own_documents_only(catalog: Catalog) -> None:
+    for doc_id in ("a", "b", "c"):
+        catalog.commit_document(COLLECTION, _record(doc_id, "v1"), [_chunk(doc_id, "v1", 0)])
+    catalog.commit_document("other", _record("d", "v1"), [_chunk("d", "v1", 0)])
+    named = catalog.documents(COLLECTION, ["c", "a", "d", "gone", "a"])
+    assert list(named) == ["a", "c"] and named["c"].indexed_version == "v1"
+    assert catalog.documents(COLLECTION, []) == {}
+    assert list(catalog.documents(COLLECTION)) == ["a", "b", "c"]
+
+
+def test_chunk_versions_count_each_documents_chunks_by_version_in_one_read(
+    catalog: Catalog,
+) -> None:
+    catalog.commit_document(
+        COLLECTION, _record("a", "v2"), [_chunk("a", "v2", 0), _chunk("a", "v2", 1)]
+    )
+    catalog.commit_document(COLLECTION, _record("b", "v1", chunks=1), [_chunk("b", "v1", 0)])
+    catalog.commit_document("other", _record("c", "v1", chunks=1), [_chunk("c", "v1", 0)])
+    assert catalog.chunk_versions(COLLECTION) == {"a": {"v2": 2}, "b": {"v1": 1}}
+
+
+def test_the_export_reads_documents_and_chunks_in_batches_in_order(catalog: Catalog) -> None:
+    for doc_id, chunks in (("a", 3), ("b", 1), ("c", 2)):
+        catalog.commit_document(
+            COLLECTION,
+            _record(doc_id, "v1", chunks=chunks),
+            [_chunk(doc_id, "v1", index) for index in range(chunks)],
+        )
+    catalog.commit_document("other", _record("z", "v1"), [_chunk("z", "v1", 0)])
+    batches = list(catalog.document_batches(COLLECTION, size=2))
+    assert [[record.doc_id for record in batch] for batch in batches] == [["a", "b"], ["c"]]
+    assert [(row["doc_id"], row["chunk_index"]) for row in catalog.chunk_rows(COLLECTION, 2)] == [
+        ("a", 0),
+        ("a", 1),
+        ("a", 2),
+        ("b", 0),
+        ("c", 0),
+        ("c", 1),
+    ]
+
+
+def test_the_export_holds_a_batch_of_rows_at_a_time_however_many_documents(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``export`` streams: the Python memory it peaks at is about the same for 3,000 documents
+    as for 300, batches of 50 rows being read and written at a time."""
+    monkeypatch.setattr(export, "_ROWS_PER_GROUP", 50)
+    peaks = []
+    for documents in (300, 3000):
+        catalog = Catalog(load_settings(tmp_path / f"home-{documents}"))
+        for number in range(documents):
+            doc_id = f"doc-{number:04d}"
+            chunk = _chunk(doc_id, "v1", 0)
+            catalog.commit_document(COLLECTION, _record(doc_id, "v1", chunks=1), [chunk])
+        export.export_catalog(catalog, COLLECTION, tmp_path / "warm-up")  # pyarrow's imports
+        tracemalloc.start()
+        export.export_catalog(catalog, COLLECTION, tmp_path / f"export-{documents}")
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        catalog.close()
+    assert peaks[1] < 1.5 * peaks[0], peaks
 
 
 def test_the_first_collection_is_live_and_a_later_one_is_built_beside_it(

@@ -217,6 +217,24 @@ def test_a_chunk_size_change_reindexes_every_document(
     assert len(versions) == 5
 
 
+def test_check_finds_catalog_chunks_of_a_version_that_is_not_live(
+    indexed: tuple[Path, Path],
+) -> None:
+    home, _ = indexed
+    with Catalog(load_settings(home)) as catalog:
+        live = catalog.live_collection()
+        assert live is not None
+        rows = [row for batch in catalog.chunk_batches(live.name, "docs/guide.md") for row in batch]
+        with catalog.database.transaction() as executor:  # left behind the catalog's back
+            executor.execute(
+                "UPDATE chunks SET version = 'stale' WHERE collection = ? AND chunk_id = ?",
+                (live.name, rows[0]["chunk_id"]),
+            )
+    assert inconsistencies(home) == [
+        "docs/guide.md: the catalog's chunks are not those of its live version"
+    ]
+
+
 def test_a_store_that_lost_points_after_a_run_is_repaired_by_the_next_one(
     cli: Cli, indexed: tuple[Path, Path]
 ) -> None:

@@ -139,12 +139,26 @@ class Catalog:
 
     # -- reading -------------------------------------------------------------------------------
 
-    def documents(self, collection: str) -> dict[str, DocumentRecord]:
-        rows = self.database.rows(
-            f"SELECT {_DOCUMENT_COLUMNS} FROM documents WHERE collection = ? ORDER BY doc_id",
-            (collection,),
-        )
-        return {row[0]: DocumentRecord(*row) for row in rows}
+    def documents(
+        self, collection: str, doc_ids: Iterable[str] | None = None
+    ) -> dict[str, DocumentRecord]:
+        """The collection's documents by id; with ``doc_ids``, only those (a run's own: a
+        small change then reads a few rows, not the whole table)."""
+        if doc_ids is None:
+            rows = self.database.rows(
+                f"SELECT {_DOCUMENT_COLUMNS} FROM documents WHERE collection = ? ORDER BY doc_id",
+                (collection,),
+            )
+            return {row[0]: DocumentRecord(*row) for row in rows}
+        found: dict[str, DocumentRecord] = {}
+        for batch in batched(sorted(set(doc_ids)), _IN_BATCH):
+            rows = self.database.rows(
+                f"SELECT {_DOCUMENT_COLUMNS} FROM documents WHERE collection = ? "
+                f"AND doc_id IN ({_marks(batch)})",
+                (collection, *batch),
+            )
+            found.update((row[0], DocumentRecord(*row)) for row in rows)
+        return dict(sorted(found.items()))
 
     def live_documents(self) -> dict[str, DocumentRecord]:
         """The documents of the live collection (none before the first one is built)."""
@@ -200,6 +214,17 @@ class Catalog:
             {"text": text, "kinds": json.loads(kinds), "page_start": page}
             for text, kinds, page in rows
         ]
+
+    def chunk_versions(self, collection: str) -> dict[str, dict[str, int]]:
+        """doc id → {version: its chunks} over the whole collection, in one read (``check``)."""
+        counts: dict[str, dict[str, int]] = {}
+        for doc_id, version, count in self.database.rows(
+            "SELECT doc_id, version, COUNT(*) FROM chunks WHERE collection = ? "
+            "GROUP BY doc_id, version",
+            (collection,),
+        ):
+            counts.setdefault(doc_id, {})[version] = count
+        return counts
 
     def chunk_context(
         self, collection: str, chunk_id: str
@@ -367,17 +392,18 @@ class Catalog:
         of search is kept: a watched file that comes back is still out of it."""
         held: dict[str, list[str]] = {}
         with self.database.transaction() as executor:
-            for batch in batched(list(doc_ids), _IN_BATCH):
-                found = executor.execute(
-                    f"SELECT collection, doc_id FROM documents WHERE doc_id IN ({_marks(batch)})",
-                    batch,
-                )
-                for collection, doc_id in found:
-                    held.setdefault(collection, []).append(doc_id)
-                for table in ("documents", "chunks"):
-                    executor.execute(
-                        f"DELETE FROM {table} WHERE doc_id IN ({_marks(batch)})", batch
+            # Collection by collection: the tables' keys start with it, so each statement
+            # looks its rows up instead of reading the whole table (every chunk's text).
+            for (collection,) in executor.execute("SELECT name FROM collections"):
+                for batch in batched(list(doc_ids), _IN_BATCH):
+                    where = f"WHERE collection = ? AND doc_id IN ({_marks(batch)})"
+                    found = executor.execute(
+                        f"SELECT doc_id FROM documents {where}", (collection, *batch)
                     )
+                    for (doc_id,) in found:
+                        held.setdefault(collection, []).append(doc_id)
+                    for table in ("documents", "chunks"):
+                        executor.execute(f"DELETE FROM {table} {where}", (collection, *batch))
             executor.execute_many(
                 "INSERT INTO store_repairs (collection, doc_id) VALUES (?, ?) "
                 "ON CONFLICT (collection, doc_id) DO NOTHING",
@@ -387,11 +413,32 @@ class Catalog:
 
     # -- for the Parquet export ----------------------------------------------------------------
 
-    def chunk_rows(self, collection: str) -> Iterator[dict[str, Any]]:
-        """Every chunk of the collection, document by document, a batch at a time."""
-        for doc_id in self.documents(collection):
-            for batch in self.chunk_batches(collection, doc_id):
-                yield from batch
+    def document_batches(
+        self, collection: str, size: int = _INSERT_BATCH
+    ) -> Iterator[list[DocumentRecord]]:
+        """Every document of the collection by id, ``size`` at a time (each batch its own
+        read, so memory stays flat however many documents there are)."""
+        after = ""
+        while rows := self.database.rows(
+            f"SELECT {_DOCUMENT_COLUMNS} FROM documents WHERE collection = ? AND doc_id > ? "
+            "ORDER BY doc_id LIMIT ?",
+            (collection, after, size),
+        ):
+            yield [DocumentRecord(*row) for row in rows]
+            after = rows[-1][0]
+
+    def chunk_rows(self, collection: str, size: int = _INSERT_BATCH) -> Iterator[dict[str, Any]]:
+        """Every chunk of the collection, document by document, ``size`` rows a read (along
+        the chunks' index, not a read per document)."""
+        after: tuple[str, int] = ("", -1)
+        while rows := self.database.rows(
+            f"SELECT {_CHUNK_COLUMNS} FROM chunks WHERE collection = ? "
+            "AND (doc_id, chunk_index) > (?, ?) ORDER BY doc_id, chunk_index LIMIT ?",
+            (collection, *after, size),
+        ):
+            batch = [chunk_from_sql(row) for row in rows]
+            yield from batch
+            after = (batch[-1]["doc_id"], batch[-1]["chunk_index"])
 
 
 def _upsert(executor: Executor, collection: str, record: DocumentRecord) -> None:

@@ -44,20 +44,21 @@ _ROWS_PER_GROUP = 5000
 
 def export_catalog(catalog: Catalog, collection: str, folder: Path) -> list[Path]:
     """Write ``documents.parquet`` and ``chunks.parquet`` of ``collection`` into ``folder``."""
-    documents = [asdict(record) for record in catalog.documents(collection).values()]
     documents_path = folder / "documents.parquet"
-    write_atomically(
-        documents_path,
-        lambda temporary: pq.write_table(
-            pa.Table.from_pylist(documents, schema=DOCUMENT_SCHEMA), temporary
-        ),
-    )
+
+    def write_documents(temporary: str) -> None:
+        with pq.ParquetWriter(temporary, DOCUMENT_SCHEMA) as writer:
+            for records in catalog.document_batches(collection, _ROWS_PER_GROUP):
+                rows = [asdict(record) for record in records]
+                writer.write_table(pa.Table.from_pylist(rows, schema=DOCUMENT_SCHEMA))
+
+    write_atomically(documents_path, write_documents)
     chunks_path = folder / "chunks.parquet"
 
     def write_chunks(temporary: str) -> None:
         with pq.ParquetWriter(temporary, CHUNK_SCHEMA) as writer:
             batch: list[dict] = []
-            for row in catalog.chunk_rows(collection):
+            for row in catalog.chunk_rows(collection, _ROWS_PER_GROUP):
                 batch.append(row)
                 if len(batch) == _ROWS_PER_GROUP:
                     writer.write_table(pa.Table.from_pylist(batch, schema=CHUNK_SCHEMA))

@@ -54,7 +54,7 @@ def verify_store(
     expected, points = catalog.expected_points(collection), store.count()
     if points == expected:
         live = catalog.live_versions(collection, doc_ids)
-        records = catalog.documents(collection) if live else {}
+        records = catalog.documents(collection, live)
         if all(store.count(doc_id) == records[doc_id].chunks for doc_id in live):
             return StoreVerification(points, expected, {}, {})
     records = catalog.documents(collection)
@@ -127,7 +127,7 @@ def _check_vector_size(indexer: Indexer) -> CheckOutcome:
 
 
 def _check_no_silent_empty(indexer: Indexer, doc_ids: list[str]) -> CheckOutcome:
-    known = indexer.catalog.documents(indexer.collection.name)
+    known = indexer.catalog.documents(indexer.collection.name, doc_ids)
     failures: dict[str, str] = {}
     for doc_id in doc_ids:
         record = known.get(doc_id)
@@ -185,6 +185,7 @@ def audit(settings: Settings) -> list[str]:
             owners = Counter(store.point_owners().values())
         finally:
             store.close()
+        chunk_versions = catalog.chunk_versions(live.name)
         problems: list[str] = []
         for doc_id, record in records.items():
             if record.indexed_version is None:
@@ -192,12 +193,9 @@ def audit(settings: Settings) -> list[str]:
             points = owners.get((doc_id, record.indexed_version), 0)
             if points != record.chunks:
                 problems.append(f"{doc_id}: {record.chunks} chunks but {points} points")
-            versions = Counter(
-                row["version"]
-                for batch in catalog.chunk_batches(live.name, doc_id)
-                for row in batch
-            )
-            if versions != Counter({record.indexed_version: record.chunks}):
+            if Counter(chunk_versions.get(doc_id, {})) != Counter(
+                {record.indexed_version: record.chunks}
+            ):
                 problems.append(f"{doc_id}: the catalog's chunks are not those of its live version")
         for (doc_id, version), count in owners.items():
             record = records.get(doc_id)

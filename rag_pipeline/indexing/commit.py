@@ -83,7 +83,7 @@ def write_points(indexer: Indexer, doc_ids: Iterable[str]) -> dict[str, Metadata
             _repair(settings, catalog, name, documents, opened={collection: indexer.store})
 
     to_index = [task for task in tasks.values() if task and task.action == "index"]
-    known = catalog.documents(collection)
+    known = catalog.documents(collection, tasks)
     if to_index:
         sizes = vector_sizes(settings)
         indexer.store.ensure_collection(sizes.dense, sizes.image, sizes.multilingual)

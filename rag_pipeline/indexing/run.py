@@ -128,7 +128,8 @@ class Indexer:
         self, doc_ids: Iterable[str], *, force: bool = False, retry_failed: bool = False
     ) -> dict[str, Metadata]:
         """Decide per document: index it, leave it (unchanged), or delete it (file gone)."""
-        known = self.catalog.documents(self.collection.name)
+        doc_ids = list(doc_ids)
+        known = self.catalog.documents(self.collection.name, doc_ids)
         now = time.time()
         report: dict[str, Metadata] = {}
         for doc_id in doc_ids:

@@ -53,9 +53,11 @@ def index_once(
             finish_collections(settings, catalog)  # a build whose last run died before its end
     succeeded = wait() if wait else True
     failed: dict[str, str] = {}
-    if diff.new or diff.changed:  # a pass that indexed nothing reads the documents once
+    if diff.new or diff.changed:  # what it indexed, read again: which failed
         with Catalog(settings) as catalog:
-            records = catalog.documents(target_collection(settings, catalog).name)
+            records = catalog.documents(
+                target_collection(settings, catalog).name, [*diff.new, *diff.changed]
+            )
         failed = {
             doc_id: records[doc_id].error or "unknown reason"
             for doc_id in [*diff.new, *diff.changed]

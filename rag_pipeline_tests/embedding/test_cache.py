@@ -1,3 +1,4 @@
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,16 @@ def test_with_the_catalog_on_postgresql_workers_share_the_embedding_cache(
     finally:
         cache.close()
     assert not (home / "cache" / "embeddings.sqlite").exists()
+
+
+def test_the_cache_file_holds_dense_vectors_in_little_more_than_their_bytes(home: Path) -> None:
+    """A million documents' vectors are millions of 1.5 KB rows: the file must not waste a page
+    on each (384 float32 values, keyed by random hashes as texts' are)."""
+    cache = open_embedding_cache(load_settings(home))
+    vectors = {hashlib.sha256(str(n).encode()).hexdigest(): bytes(1536) for n in range(400)}
+    try:
+        cache.put_many("model-a", vectors)
+    finally:
+        cache.close()
+    payload = sum(len(vector) for vector in vectors.values())
+    assert (home / "cache" / "embeddings.sqlite").stat().st_size < 1.5 * payload
