@@ -120,7 +120,9 @@ class ExtractiveAnswerer:
                 has_cjk(part),
                 conversation.all,
             )
-            answers = found_part.answers(found, in_passages, weight)
+            # The whole question's passages and those its own search added (none of another's).
+            usable = [not passage.parts or part in passage.parts for passage in passages]
+            answers = found_part.answers(found, in_passages, weight, usable)
             if not answers:
                 missing.append(part)
             limit = max(self.sentences - len(chosen), 1)
@@ -171,12 +173,14 @@ class Asked:
         found: list[list[tuple[str, set[int]]]],
         in_passages: list[set[int]],
         weight: dict[int, float],
+        usable: list[bool],
     ) -> list[tuple[int, int, str]]:
-        """The sentences that answer it, as (passage number, position, sentence): the best
-        first, then those that tell about as much."""
+        """The sentences that answer it, as (passage number, position, sentence), from the
+        ``usable`` passages: the best first, then those that tell about as much."""
         scored: list[tuple[float, int, int, str]] = []
-        for number, (sentences, terms) in enumerate(zip(found, in_passages, strict=True), 1):
-            if not self.bears_on(terms):
+        passages = zip(found, in_passages, usable, strict=True)
+        for number, (sentences, terms, allowed) in enumerate(passages, 1):
+            if not allowed or not self.bears_on(terms):
                 continue
             for position, (sentence, shared) in enumerate(sentences):
                 telling = [weight.get(term, 0.0) for term in self.asks & shared]
