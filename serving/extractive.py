@@ -208,9 +208,19 @@ _SHARE_OF_BEST = 0.5  # of a part's best sentence's score, that another sentence
 
 
 def _statements(passage: Candidate) -> list[str]:
-    """The sentences of a passage worth quoting, in order; not the line naming its document."""
+    """The sentences of a passage worth quoting, in order; not the line naming its document.
+    A sentence that a line (a page) breaks is one ("…and is" then "visible for 21 nautical
+    miles."); one the passage starts in the middle of is quoted as such ("…visible for…")."""
     text = shown_text(passage.payload)
-    sentences = [text[a:b].strip() for a, b in sentence_spans(text)]
+    sentences: list[str] = []
+    for start, end in sentence_spans(text):
+        sentence = text[start:end].strip()
+        if not sentence[:1].islower():
+            sentences.append(sentence)
+        elif sentences and not _ENDS_SENTENCE.search(sentences[-1]):
+            sentences[-1] += " " + sentence
+        else:
+            sentences.append(("…" if not text[:start].strip() else "") + sentence)
     return [sentence for sentence in sentences if is_statement(sentence)]
 
 
