@@ -66,6 +66,7 @@ class ExtractiveAnswerer:
         every = whole.all | conversation.all
         # A sentence holds the question's terms it says without their words (34 metres: height).
         standing_in = stand_ins(every, self.terms)
+        things = standing_in.things
         statements = [_statements(passage) for passage in passages]
         vectors = self.terms.embed_documents([passage.text for passage in passages])
         found: list[list[tuple[str, set[int]]]] = []
@@ -112,11 +113,12 @@ class ExtractiveAnswerer:
             found_part = Asked(
                 about,
                 asked,
-                terms.focus | (translated := asked & standing_in.counterparts.keys()),
+                terms.focus | ((translated := asked & standing_in.counterparts.keys()) - things),
                 translated,
                 numbers,
                 asked & standing_in.quantities.keys(),
-                shape or asked_quantity(part),
+                # A Chinese part's question word says what to look for (哪一年: a year).
+                shape or asked_quantity(part) or (answer_shape(part) if has_cjk(part) else None),
                 has_cjk(part),
                 conversation.all,
             )
