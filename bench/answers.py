@@ -11,7 +11,8 @@ quotes nothing; a question with ``excluded`` text (another year's figure) is wro
 when the answer quotes it. Printed per language and per kind, and per half: the questions
 alternate between a ``tuned`` half, whose failures the rules were worked out on, and a
 ``held-out`` half, looked at only for the score; ``review`` are the questions added after a
-review of the rules, ``walkthrough`` those added after a walkthrough of the page.
+review of the rules, ``walkthrough`` those added after a walkthrough of the page, ``walkthrough
+2`` those added after a second one (a sentence over a page break, Chinese question words).
 
     python bench/answers.py [--home DIR]
 
@@ -66,6 +67,26 @@ LIGHTHOUSE_PAGES = [
     "Keepers\n\nThe tower is 34 metres tall. The last keeper, Elin Hask, left in 1968, when the "
     "light was automated.",
 ]
+# A lighthouse whose page 1 ends in the middle of a sentence that page 2 finishes, so that the
+# passage answering how far its light is visible starts on page 2 ("visible for …").
+SKERRIN_PAGES = [
+    "Skerrin Head Lighthouse\n"
+    "The Skerrin Head lighthouse stands on the northern headland of Gull Bay.\n"
+    "It was first lit on 14 March 1872 by the keeper Thomas Hale.\n"
+    "The station was automated in 1969 and the keepers' cottage became a museum.\n"
+    + "".join(
+        f"Filler about the history of the coast and its shipwrecks, line {n}.\n" for n in range(30)
+    )
+    + "The light is a white flash every ten seconds and is",
+    "visible for 21 nautical miles in clear weather.\n"
+    "The tower is 29 metres tall, built of granite blocks from Penryn.\n"
+    "The lighthouse is maintained by the Northern Lights Board.",
+]
+NIGHTJAR = """# Nightjar project brief
+
+The Nightjar project maps night-flying birds along the coast of Gull Bay. Its budget is 240,000
+euros over three years, paid by the Coastal Trust. Rosa Imre leads the survey team.
+"""
 TEA = """# 青溪茶园简介
 
 青溪茶园由陈立明于1952年创办。茶园位于浙江省杭州市西湖区。
@@ -114,6 +135,7 @@ K, F, L, T, N, V = (
     "northgate.md",
     "velmora.md",
 )
+S, J = "skerrin-head.pdf", "nightjar.md"
 H, P, C = "hybrid-search.md", "incremental-indexing.pdf", "长江.txt"
 
 QUESTIONS = [
@@ -474,7 +496,48 @@ WALKTHROUGH_QUESTIONS = [
     Question("Kestrel面包店的电话号码是多少？", "mixed", "unanswerable", ()),
     Question("Corvid Point灯塔有多重？", "mixed", "unanswerable", ()),
 ]
-ALL_QUESTIONS = QUESTIONS + REVIEW_QUESTIONS + WALKTHROUGH_QUESTIONS
+# Added after a second walkthrough, scored before the rules changed: two-part questions whose
+# second part lies on the page after a page break, in the middle of a sentence; Chinese
+# questions about English documents asking a year, a height, a time of day or an amount.
+SECOND_WALKTHROUGH_QUESTIONS = [
+    Question(
+        "When was the Skerrin Head lighthouse first lit and how far is its light visible?",
+        "en",
+        "two-part",
+        (_p("14 March 1872", S, 1), _p("21 nautical miles", S, 2)),
+    ),
+    Question(
+        "When was Skerrin Head automated and how tall is its tower?",
+        "en",
+        "two-part",
+        (_p("1969", S, 1), _p("29 metres", S, 2)),
+    ),
+    Question(
+        "Who first lit the Skerrin Head lighthouse and who maintains it?",
+        "en",
+        "two-part",
+        (_p("Thomas Hale", S, 1), _p("Northern Lights Board", S, 2)),
+    ),
+    Question(
+        "Who leads the Nightjar survey team and what is its phone number?",
+        "en",
+        "two-part",
+        (_p("Rosa Imre", J), NO),
+    ),
+    Question("How long is the Yangtze river?", "en", "unanswerable", ()),
+    Question("Corvid Point灯塔是哪一年首次点亮的？", "mixed", "single", (_p("1874", L, 1),)),
+    Question("Corvid Point灯塔有多高？", "mixed", "single", (_p("34 metres", L, 3),)),
+    Question("Kestrel面包店几点开门？", "mixed", "single", (_p("5:40", K),)),
+    Question("Nightjar项目的预算是多少？", "mixed", "single", (_p("240,000", J),)),
+    Question("Skerrin Head灯塔是什么时候首次点亮的？", "mixed", "single", (_p("1872", S, 1),)),
+    Question("Skerrin Head灯塔有多高？", "mixed", "single", (_p("29 metres", S, 2),)),
+    Question("Kestrel面包店的预算是多少？", "mixed", "unanswerable", ()),
+    Question("Corvid Point灯塔几点开门？", "mixed", "unanswerable", ()),
+    Question("Nightjar项目有多少名员工？", "mixed", "unanswerable", ()),
+    Question("Marrow面包店几点开门？", "mixed", "unanswerable", ()),
+    Question("Velmora Textiles有多高？", "mixed", "unanswerable", ()),
+]
+ALL_QUESTIONS = QUESTIONS + REVIEW_QUESTIONS + WALKTHROUGH_QUESTIONS + SECOND_WALKTHROUGH_QUESTIONS
 
 
 def write_documents(folder: Path) -> Path:
@@ -487,11 +550,13 @@ def write_documents(folder: Path) -> Path:
     (folder / T).write_text(TEA, encoding="utf-8")
     (folder / N).write_text(NORTHGATE, encoding="utf-8")
     (folder / V).write_text(VELMORA, encoding="utf-8")
-    pdf = pymupdf.open()
-    for text in LIGHTHOUSE_PAGES:
-        page = pdf.new_page(width=595, height=842)
-        page.insert_textbox(pymupdf.Rect(72, 72, 523, 500), text, fontsize=11)
-    pdf.save(folder / L)
+    (folder / J).write_text(NIGHTJAR, encoding="utf-8")
+    for name, pages in ((L, LIGHTHOUSE_PAGES), (S, SKERRIN_PAGES)):
+        pdf = pymupdf.open()
+        for text in pages:
+            page = pdf.new_page(width=595, height=842)
+            page.insert_textbox(pymupdf.Rect(72, 72, 523, 800), text, fontsize=11)
+        pdf.save(folder / name)
     return folder
 
 
@@ -555,7 +620,9 @@ def report(results: list[tuple[Question, bool, list[bool], str]], verbose: bool)
     for index, (question, _, parts, text) in enumerate(results):
         half = "tuned" if index % 2 == 0 else "held-out"
         added = (
-            ("walkthrough",)
+            ("walkthrough 2",)
+            if index >= len(ALL_QUESTIONS) - len(SECOND_WALKTHROUGH_QUESTIONS)
+            else ("walkthrough",)
             if index >= len(QUESTIONS) + len(REVIEW_QUESTIONS)
             else ("review",)
             if index >= len(QUESTIONS)
@@ -580,6 +647,7 @@ def report(results: list[tuple[Question, bool, list[bool], str]], verbose: bool)
         "held-out",
         "review",
         "walkthrough",
+        "walkthrough 2",
         "all",
     ):
         scores = groups[group]

@@ -25,8 +25,8 @@ from rag_pipeline.embedding import models_folder
 from rag_pipeline.language import detect_language
 from serving.extractive import ExtractiveAnswerer
 from serving.questions import question_parts
-from serving.retrieval import Candidate, Retrieval
-from serving.wording import MARKER, Message, phrases, quoted
+from serving.retrieval import Candidate, Retrieval, shown_text
+from serving.wording import MARKER, Message, language_name, phrases, quoted
 
 _LONGEST_MARKER = 24  # characters held back while a "[" may still open a marker
 _CLOSEST = 3  # passages cited when the answerer found nothing in them to quote
@@ -97,9 +97,10 @@ def answer(
     _number_as_cited(state, passages, citations.cited)
     if not state.text:  # passages found, none quoted: show them, cited, rather than nothing
         state.supported = False
-        state.cited = list(range(1, min(len(passages), _CLOSEST) + 1))
+        closest, in_other_language = _closest(question, passages)
+        _number_as_cited(state, passages, closest)
         markers = " ".join(f"[{number}]" for number in state.cited)
-        state.text = f"{phrases(question)['closest']} {markers}"
+        state.text = f"{phrases(question)['closest']} {markers}{in_other_language}"
     if context:
         state.text += f"\n\n{searched_line(question, retrieval)}"
     yield state
@@ -112,6 +113,39 @@ def _number_as_cited(state: Answer, passages: list[Candidate], cited: list[int])
         passage for number, passage in enumerate(passages, 1) if number not in cited
     ]
     state.cited = list(range(1, len(cited) + 1))
+
+
+def other_language(question: str, passage: Candidate) -> str | None:
+    """The passage's language when it is English and the question Chinese or the reverse."""
+    asked, language = detect_language(question), detect_language(shown_text(passage.payload))
+    return language if language != asked and {language, asked} == {"en", "zh"} else None
+
+
+def _closest(question: str, passages: Sequence[Candidate]) -> tuple[list[int], str]:
+    """For an answer that quotes nothing: the passages to cite (the first :data:`_CLOSEST`,
+    and the first in another language than the question's, wherever it ranks: an English
+    question about a Chinese document may be answered there, which matching words could not
+    tell), and the sentence saying which are in another language (empty: none)."""
+    numbers = list(range(1, min(len(passages), _CLOSEST) + 1))
+    other = [
+        (n, language) for n in numbers if (language := other_language(question, passages[n - 1]))
+    ]
+    if not other:
+        other = next(
+            (
+                (n, language)
+                for n, passage in enumerate(passages, 1)
+                if (language := other_language(question, passage))
+            ),
+            None,
+        )
+        other = [other] if other else []
+        numbers += [n for n, _ in other]
+    if not other:
+        return numbers, ""
+    markers = " ".join(f"[{numbers.index(n) + 1}]" for n, _ in other)
+    name = language_name(other[0][1], question)
+    return numbers, " " + phrases(question)["in_language"].format(language=name, markers=markers)
 
 
 def nothing_found(question: str, retrieval: Retrieval) -> str:

@@ -29,7 +29,7 @@ from rag_pipeline.store import (
 from serving.answer import Answer, Message, answer, load_answerer
 from serving.citing import quoted_pages, quoted_spans
 from serving.history import History, StoredMessage
-from serving.questions import referred_question, refers_back
+from serving.questions import question_parts, referred_question, refers_back, standing_alone
 from serving.rerank import load_reranker
 from serving.retrieval import (
     Candidate,
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _SNIPPET_CHARS = 280
+_PART_PASSAGES = 2  # a part's own best passages added to a several-part question's
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,9 +192,7 @@ class Assistant:
         history: list[Message] = [{"role": m.role, "content": m.content} for m in earlier]
         asked = [m.content for m in earlier if m.role == "user"]
         context = referred_question(asked) if refers_back(question) else ""
-        retrieval = self.retriever.retrieve(
-            f"{context} {question}" if context else question, query_filter
-        )
+        retrieval = self.retrieve_question(question, context, query_filter)
         self.history.add_message(conversation_id, "user", question)
         captions = self.table_captions({p.payload.get("doc_id", "") for p in retrieval.passages})
         final = Answer()
@@ -204,6 +203,28 @@ class Assistant:
         finally:
             self.history.record_trace(retrieval, owner, final.backend or self.answerer.name)
             self.history.add_message(conversation_id, "assistant", final.text, cited_sources(final))
+
+    def retrieve_question(
+        self, question: str, context: str = "", query_filter: QueryFilter | None = None
+    ) -> Retrieval:
+        """The passages for ``question`` (searched with the ``context`` it refers back to);
+        for a question of several parts (:func:`serving.questions.question_parts`), each part
+        searched too, made to stand alone, and its best :data:`_PART_PASSAGES` added for it:
+        a part whose answer lies in a passage the whole question's search ranks low ("…and
+        how far is its light visible?", on the next page) still finds it."""
+
+        def searched(text: str) -> str:
+            return f"{context} {text}" if context else text
+
+        retrieval = self.retriever.retrieve(searched(question), query_filter)
+        parts = question_parts(question)
+        if len(parts) > 1:
+            for part in parts:
+                found = self.retriever.retrieve(
+                    searched(standing_alone(part, question)), query_filter, top_k=_PART_PASSAGES
+                )
+                retrieval = retrieval.with_part(part, found)
+        return retrieval
 
     def table_captions(self, doc_ids: set[str]) -> dict[str, frozenset[str]]:
         """Of each document, the headings that head a table, which its passages' sections are

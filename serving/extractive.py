@@ -66,6 +66,7 @@ class ExtractiveAnswerer:
         every = whole.all | conversation.all
         # A sentence holds the question's terms it says without their words (34 metres: height).
         standing_in = stand_ins(every, self.terms)
+        things = standing_in.things
         statements = [_statements(passage) for passage in passages]
         vectors = self.terms.embed_documents([passage.text for passage in passages])
         found: list[list[tuple[str, set[int]]]] = []
@@ -112,15 +113,18 @@ class ExtractiveAnswerer:
             found_part = Asked(
                 about,
                 asked,
-                terms.focus | (translated := asked & standing_in.counterparts.keys()),
+                terms.focus | ((translated := asked & standing_in.counterparts.keys()) - things),
                 translated,
                 numbers,
                 asked & standing_in.quantities.keys(),
-                shape or asked_quantity(part),
+                # A Chinese part's question word says what to look for (哪一年: a year).
+                shape or asked_quantity(part) or (answer_shape(part) if has_cjk(part) else None),
                 has_cjk(part),
                 conversation.all,
             )
-            answers = found_part.answers(found, in_passages, weight)
+            # The whole question's passages and those its own search added (none of another's).
+            usable = [not passage.parts or part in passage.parts for passage in passages]
+            answers = found_part.answers(found, in_passages, weight, usable)
             if not answers:
                 missing.append(part)
             limit = max(self.sentences - len(chosen), 1)
@@ -171,12 +175,14 @@ class Asked:
         found: list[list[tuple[str, set[int]]]],
         in_passages: list[set[int]],
         weight: dict[int, float],
+        usable: list[bool],
     ) -> list[tuple[int, int, str]]:
-        """The sentences that answer it, as (passage number, position, sentence): the best
-        first, then those that tell about as much."""
+        """The sentences that answer it, as (passage number, position, sentence), from the
+        ``usable`` passages: the best first, then those that tell about as much."""
         scored: list[tuple[float, int, int, str]] = []
-        for number, (sentences, terms) in enumerate(zip(found, in_passages, strict=True), 1):
-            if not self.bears_on(terms):
+        passages = zip(found, in_passages, usable, strict=True)
+        for number, (sentences, terms, allowed) in enumerate(passages, 1):
+            if not allowed or not self.bears_on(terms):
                 continue
             for position, (sentence, shared) in enumerate(sentences):
                 telling = [weight.get(term, 0.0) for term in self.asks & shared]
@@ -204,9 +210,19 @@ _SHARE_OF_BEST = 0.5  # of a part's best sentence's score, that another sentence
 
 
 def _statements(passage: Candidate) -> list[str]:
-    """The sentences of a passage worth quoting, in order; not the line naming its document."""
+    """The sentences of a passage worth quoting, in order; not the line naming its document.
+    A sentence that a line (a page) breaks is one ("…and is" then "visible for 21 nautical
+    miles."); one the passage starts in the middle of is quoted as such ("…visible for…")."""
     text = shown_text(passage.payload)
-    sentences = [text[a:b].strip() for a, b in sentence_spans(text)]
+    sentences: list[str] = []
+    for start, end in sentence_spans(text):
+        sentence = text[start:end].strip()
+        if not sentence[:1].islower():
+            sentences.append(sentence)
+        elif sentences and not _ENDS_SENTENCE.search(sentences[-1]):
+            sentences[-1] += " " + sentence
+        else:
+            sentences.append(("…" if not text[:start].strip() else "") + sentence)
     return [sentence for sentence in sentences if is_statement(sentence)]
 
 

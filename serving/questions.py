@@ -138,6 +138,25 @@ def question_parts(question: str) -> list[str]:
     return [part for part in parts if _WORD.search(part)] or [question.strip()]
 
 
+def standing_alone(part: str, question: str) -> str:
+    """``part`` of ``question`` made to stand alone for a search of its own: with the names of
+    the question it has none of itself ("…and how far is its light visible?": Skerrin Head),
+    else with a Chinese question's topic (青溪茶园 for 每天几点开门？)."""
+    if any(is_name for _, is_name in _words(part)):
+        return part
+    subject = list(dict.fromkeys(word for word, is_name in _words(question) if is_name))
+    if not subject:
+        subject = next(
+            (
+                [word]
+                for word, _ in _words(question)
+                if has_cjk(word) and word not in _CHINESE_FUNCTION_WORDS and len(word) > 1
+            ),
+            [],
+        )
+    return " ".join([*(word for word in subject if word not in part), part])
+
+
 def _pieces(sentence: str, join: re.Pattern[str]) -> list[tuple[int, int]]:
     """The spans of ``sentence`` between the joins, those with a word only."""
     cuts = [(m.start(), m.end()) for m in join.finditer(sentence)]

@@ -38,6 +38,14 @@ _AGE = (
     r"\b(?:founded|established|built|opened|started|born|since)\b\D{0,40}\b(?:1\d{3}|20\d{2})\b"
     rf"|{_DIGITS}years?\s+old\b|{_CHINESE_NUMBER}岁|(?:创办|成立|建于|始于)"
 )
+_TIME_OF_DAY = (
+    r"\b\d{1,2}[:.]\d{2}\b|\b\d{1,2}\s*(?:am|pm|a\.m\.|p\.m\.|o'clock)"
+    r"|[\d零〇一二两三四五六七八九十]+\s*点"
+)
+_MONEY = (
+    rf"{_DIGITS}(?:euros?|dollars?|pounds?|yuan|francs?|crowns?)\b|[€$£¥]\s*\d"
+    rf"|{_CHINESE_NUMBER}(?:元|美元|欧元|英镑|块)"
+)
 _TEMPERATURE = rf"{_DIGITS}(?:degrees?|°\s*[CF]?)|{_CHINESE_NUMBER}(?:摄氏度|度|℃)"
 
 
@@ -58,9 +66,14 @@ _MEASUREMENTS: dict[str, re.Pattern[str]] = {
     **dict.fromkeys(["old", "age", "年龄"], _pattern(_AGE)),
     **dict.fromkeys(["temperature", "hot", "cold", "warm", "温度"], _pattern(_TEMPERATURE)),
 }
-# Chinese question words asking a measurement, which are no term (多高 is read as 多 and 高):
-# an answer must hold the quantity.
+# Chinese question words asking a measurement, a time of day or an amount of money, which are no
+# term (多高 is read as 多 and 高): an answer must hold the quantity. (A year or date, 哪一年, and
+# a number, 多少, are :func:`serving.questions.answer_shape`'s.)
 _CHINESE_ASKING_MEASUREMENT = {
+    "几点": _pattern(_TIME_OF_DAY),
+    "多少钱": _pattern(_MONEY),
+    "预算": _pattern(_MONEY),
+    "费用": _pattern(_MONEY),
     "多高": _pattern(_HEIGHT),
     "多长": _pattern(_LENGTH, _DURATION),
     "多远": _pattern(_LENGTH),
@@ -92,7 +105,18 @@ _ENGLISH_COUNTERPARTS = {
     "高度": ("height", "tall"),
     "收入": ("revenue",),
     "员工": ("staff", "employees"),
+    "首次": ("first",),
+    "点亮": ("lit",),
+    "开门": ("open",),
+    "关门": ("close",),
+    "预算": ("budget",),
+    "费用": ("cost", "fee"),
+    "灯塔": ("lighthouse", "tower"),
 }
+# Of those, the things asked about rather than what is asked (灯塔 in Corvid Point灯塔有多高？):
+# a passage answering holds them, its sentence need not ("The tower is 34 metres tall" in a
+# passage about the lighthouse, "It was built by Hollis Brand" in one naming it).
+_THINGS = frozenset(["灯塔"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +127,7 @@ class StandIns:
 
     quantities: dict[int, re.Pattern[str]]
     counterparts: dict[int, tuple[frozenset[int], ...]]
+    things: frozenset[int]  # the counterparts' terms that are things asked about (_THINGS)
 
     def held(self, sentence: str, terms: set[int]) -> set[int]:
         """The question's terms that ``sentence`` (of these ``terms``) holds through a
@@ -123,15 +148,18 @@ def stand_ins(terms: frozenset[int], sparse: SparseEncoder) -> StandIns:
         for term in _own_ids(word, sparse) & terms:
             quantities[term] = quantity
     counterparts: dict[int, tuple[frozenset[int], ...]] = {}
+    things: set[int] = set()
     for word, english in _ENGLISH_COUNTERPARTS.items():
         for term in _own_ids(word, sparse) & terms:
             counterparts[term] = tuple(_ids(phrase, sparse) for phrase in english)
-    return StandIns(quantities, counterparts)
+            if word in _THINGS:
+                things.add(term)
+    return StandIns(quantities, counterparts, frozenset(things))
 
 
 def asked_quantity(part: str) -> re.Pattern[str] | None:
-    """The quantity that a Chinese question word of ``part`` asks for (多高: a height), which an
-    answer must hold."""
+    """The quantity that a Chinese question word of ``part`` asks for (多高: a height, 几点: a
+    time of day), which an answer must hold."""
     return next((q for word, q in _CHINESE_ASKING_MEASUREMENT.items() if word in part), None)
 
 

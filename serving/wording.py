@@ -18,6 +18,9 @@ _PHRASES = {
         "lead": "From the documents:",
         "nothing": "I found nothing in the indexed documents that answers this.",
         "closest": "Nothing here answers this directly. The closest passages:",
+        # The closest passages in another language than the question's, which its words miss.
+        "in_language": "The closest in {language}: {markers}.",
+        "languages": "Chinese English",
         "missing": "{part}: nothing here says.",
         # What was searched: after an answer, and after "nothing" with the filters.
         "searched": "(Searched for: “{query}”)",
@@ -29,6 +32,8 @@ _PHRASES = {
         "lead": "根据文档：",
         "nothing": "在已索引的文档中没有找到能回答这个问题的内容。",
         "closest": "这里没有能直接回答这个问题的内容。最接近的段落：",
+        "in_language": "其中{language}段落：{markers}。",
+        "languages": "中文 英文",
         "missing": "{part}：文档中没有提到。",
         "searched": "（检索词：“{query}”）",
         "searched_with": "检索词：“{query}”，{filters}。",
@@ -36,6 +41,12 @@ _PHRASES = {
         "no_filters": "未设筛选条件",
     },
 }
+
+
+def language_name(language: str, question: str) -> str:
+    """A language's name ("zh" or "en") in the question's language."""
+    chinese, english = phrases(question)["languages"].split()
+    return chinese if language == "zh" else english
 
 
 def phrases(question: str) -> dict[str, str]:

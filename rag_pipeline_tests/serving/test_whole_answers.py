@@ -362,3 +362,12 @@ def test_in_a_browser_an_unanswered_question_highlights_no_passage_in_the_previe
         expect(preview).to_have_text("")
         expect(page.locator("#preview-image")).to_be_hidden()
         page.close()
+
+
+def test_a_chinese_question_word_finds_its_answer_in_an_english_document(
+    assistant: Assistant,
+) -> None:
+    assert "5:40" in _ask(assistant, "Kestrel面包店几点开门？").text
+    assert "34 metres" in _ask(assistant, "Corvid Point灯塔有多高？").text
+    assert "1874" in _ask(assistant, "Corvid Point灯塔是哪一年首次点亮的？").text
+    assert not _ask(assistant, "Corvid Point灯塔几点开门？").supported

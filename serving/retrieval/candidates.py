@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rag_pipeline import ids
@@ -48,6 +48,9 @@ class Candidate:
     rerank_score: float | None = None
     freshness_score: float | None = None  # weight × 0.5^(age / half-life), when configured
     named_year_score: float | None = None  # weight when its document is of a year the query names
+    # The parts of a several-part question whose own searches added it to the whole question's
+    # passages, which alone it answers (empty: found for the whole question).
+    parts: frozenset[str] = frozenset()
 
     @property
     def score(self) -> float:
@@ -92,3 +95,28 @@ class Retrieval:
     reranker: str | None  # the reranker's name, or None when the fused order stands
     timings_ms: dict[str, float] = field(default_factory=dict)
     pictures: list[Candidate] = field(default_factory=list)  # nearest by CLIP's text tower
+
+    def with_part(self, part: str, found: Retrieval) -> Retrieval:
+        """These passages and those a search of the question's ``part`` ``found`` that they
+        lack, marked as that part's (a passage two parts found is both's); its candidates too,
+        so that a trace lists every passage used among them, and its timings added."""
+        passages = {passage.point_id: passage for passage in self.passages}
+        for passage in found.passages:
+            held = passages.get(passage.point_id)
+            if held is None:
+                passages[passage.point_id] = replace(passage, parts=frozenset({part}))
+            elif held.parts:
+                passages[passage.point_id] = replace(held, parts=held.parts | {part})
+        merged = list(passages.values())
+        by_id = {passage.point_id: passage for passage in merged}
+        candidates = [by_id.get(c.point_id, c) for c in self.candidates]
+        listed = {candidate.point_id for candidate in candidates}
+        timings = dict(self.timings_ms)
+        for stage, ms in found.timings_ms.items():
+            timings[stage] = timings.get(stage, 0.0) + ms
+        return replace(
+            self,
+            candidates=candidates + [p for p in merged if p.point_id not in listed],
+            passages=merged,
+            timings_ms=timings,
+        )
