@@ -143,11 +143,19 @@ class Uploads(Handlers):
     def _sources(
         self, assistant: Assistant, documents: Documents, request: gr.Request, *, running: bool
     ) -> str:
-        """The sources listed, a "remove" beside each upload the user may remove."""
+        """The sources listed, a "remove" beside each upload the user may remove, and the
+        governing buttons for one who may govern; another's own uploads taken offline marked."""
         workspace_id = assistant.settings.workspace
-        removable = self.workspaces.removable_uploads(self.signed_in(request), workspace_id)
+        user = self.signed_in(request)
+        governs = user.may(Action.GOVERN, workspace_id)
         return sources_html(
-            assistant.settings, documents, workspace_id, running=running, removable=removable
+            assistant.settings,
+            documents,
+            workspace_id,
+            running=running,
+            removable=self.workspaces.removable_uploads(user, workspace_id),
+            governs=governs,
+            own_offline={} if governs else self.workspaces.own_uploads_offline(user, workspace_id),
         )
 
     def _documents(self, assistant: Assistant, request: gr.Request) -> Documents:
