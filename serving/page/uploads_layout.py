@@ -15,7 +15,7 @@ from serving.page.uploads import Uploads
 class SourcesPanel:
     contributing: gr.Column  # the upload box and its choice, shown to those who may upload
     uploads: gr.File
-    replace: gr.Checkbox  # files named as uploads already there replace them
+    replace: gr.Checkbox  # files named as uploads already there replace them; unticked after
     uploaded: gr.HTML  # what became of each file of the last upload
     last_upload: gr.State  # each file of the last upload, and its fate
     sources: gr.HTML  # a "remove" beside each upload the user may remove; a governor's buttons
@@ -99,13 +99,15 @@ def wire_sources(
     panel.uploads.upload(
         uploading.upload,
         [panel.uploads, workspace, panel.replace],
-        [panel.uploads, panel.last_upload, *progress_outputs],
+        [panel.uploads, panel.replace, panel.last_upload, *progress_outputs],
         api_name="upload",
         show_progress_on=panel.uploads,  # not over the chat, whose hint it only updates
         # The file data as sent: Gradio's processing would leave an empty file behind in its
         # folder per file; its check that each lies in its upload folder comes first.
         preprocess=False,
-    ).failure(None, None, panel.uploads, js="() => null")  # refused whole: the box emptied too
+    ).failure(  # refused whole: the box emptied, the choice unticked too
+        None, None, [panel.uploads, panel.replace], js="() => [null, false]"
+    )
     panel.sources.select(
         uploading.confirm_removal,
         workspace,
