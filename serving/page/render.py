@@ -18,6 +18,7 @@ from rag_pipeline.manifest import source_labels
 from rag_pipeline.workspaces import Workspace
 from serving.access import SIGN_OUT, User
 from serving.answer import Answer
+from serving.api import original_url
 from serving.assistant import cited_sources, file_url
 from serving.workspaces import Contents, Documents, indexed_documents
 
@@ -67,7 +68,8 @@ def link_markers(text: str, sources: list[dict[str, Any]]) -> str:
 
 
 def evidence_html(sources: list[dict[str, Any]], workspace_id: str | None) -> str:
-    """The cited passages, grouped by file, each citation a link to its preview."""
+    """The cited passages, grouped by file, each citation a link to its preview, each file a
+    link to its original opened at its first cited page."""
     if not sources:
         return ""
     by_file: dict[str, list[dict[str, Any]]] = {}
@@ -75,7 +77,9 @@ def evidence_html(sources: list[dict[str, Any]], workspace_id: str | None) -> st
         by_file.setdefault(source["doc_id"], []).append(source)
     parts = ["<div class='evidence'><p><b>Evidence</b></p>"]
     for doc_id, cited in by_file.items():
-        original = file_url(doc_id, workspace_id)
+        original = html.escape(
+            original_url(doc_id, PurePosixPath(doc_id).name, workspace_id, cited[0].get("page"))
+        )
         parts.append(
             f"<div class='file'>{html.escape(cited[0]['file_name'])} "
             f"<a href='{original}' target='_blank'>↗</a></div>"
