@@ -1,5 +1,6 @@
-"""Governing what search may find in a workspace, from a cited chunk: its document, or the chunk
-alone, taken out of search or put back, and where the two stand. Who may govern is
+"""Governing what search may find in a workspace, from a cited chunk (its document, or the chunk
+alone) or from a document listed in the sources: taken out of search or put back, and where they
+stand. Who may govern is
 :class:`~serving.workspaces.ServedWorkspaces`' to check; here, only whether the chunk is still of
 its document's live version.
 """
@@ -59,16 +60,38 @@ def set_cited_availability(
     return set_availability(workspace.settings, doc_id, state, by, chunk, observe=observe)
 
 
+def set_document_availability(
+    workspace: Workspace,
+    doc_id: str,
+    state: Availability,
+    by: str,
+    *,
+    observe: AvailabilityObserver | None,
+) -> AvailabilityRecord:
+    """Take a document out of search, or put it back, in the name of ``by``."""
+    return set_availability(workspace.settings, doc_id, state, by, observe=observe)
+
+
 def cited_standing(workspace: Workspace, chunk_id: str) -> Standing:
     """Where a cited chunk and its document stand."""
     doc_id, _ = _cited_document(workspace, chunk_id)
     with Catalog(workspace.settings) as catalog:
         offline_chunks = catalog.live_offline()[1]
-        document: Availability = next(
-            (r.state for r in catalog.availability() if r.doc_id == doc_id and not r.text_hash),
-            "active",
-        )
+        document = _document_state(catalog, doc_id)
     return Standing(document, chunk_id in offline_chunks)
+
+
+def document_standing(workspace: Workspace, doc_id: str) -> Standing:
+    """Where a document stands (as a whole: no passage of it is asked about)."""
+    with Catalog(workspace.settings) as catalog:
+        return Standing(_document_state(catalog, doc_id), passage_offline=False)
+
+
+def _document_state(catalog: Catalog, doc_id: str) -> Availability:
+    return next(
+        (r.state for r in catalog.availability() if r.doc_id == doc_id and not r.text_hash),
+        "active",
+    )
 
 
 def _cited_document(workspace: Workspace, chunk_id: str) -> tuple[str, int]:

@@ -186,6 +186,21 @@ class Uploads:
             and ledger.sent_by(path, remover)
         )
 
+    def own_offline(self, workspace: Workspace, user: str) -> dict[str, Availability]:
+        """The documents of the user's own uploads (as they are now) that a governor took out
+        of search, and their state: shown to their uploader, who may do nothing about them."""
+        with Catalog(workspace.settings) as catalog:
+            offline = documents_offline(catalog)
+        if not offline:
+            return {}
+        ledger = UploadLedger(workspace)
+        documents = {_upload_document(workspace.settings, p): p for p in uploaded_files(workspace)}
+        return {
+            doc_id: state
+            for doc_id, state in offline.items()
+            if doc_id in documents and ledger.sent_by(documents[doc_id], user)
+        }
+
     def _clear_cut_short(self, started: float) -> None:
         """Remove what uploads cut short by a server's end (a kill) left: each request's files
         in the temporary folder (some maybe half copied), a file half moved into the upload

@@ -31,7 +31,13 @@ from rag_pipeline.workspaces import (
 from serving.access import LEAST_ROLE, Action, Authenticator, Role, User
 from serving.access.refusals import RefusalLog, as_refused
 from serving.assistant import Assistant
-from serving.governance import Standing, cited_standing, set_cited_availability
+from serving.governance import (
+    Standing,
+    cited_standing,
+    document_standing,
+    set_cited_availability,
+    set_document_availability,
+)
 from serving.history import History
 from serving.uploads import (
     RemovalRefused,
@@ -239,6 +245,18 @@ class ServedWorkspaces:
         workspace."""
         return cited_standing(self._governed(user, workspace_id), chunk_id)
 
+    def set_document_availability(
+        self, user: User, workspace_id: str, doc_id: str, state: Availability
+    ) -> AvailabilityRecord:
+        """Take a document out of search, or put it back, for a user who may govern the
+        workspace."""
+        workspace = self._governed(user, workspace_id)
+        return set_document_availability(workspace, doc_id, state, user.name, observe=self._observe)
+
+    def document_standing(self, user: User, workspace_id: str, doc_id: str) -> Standing:
+        """Where a document stands, for a user who may govern the workspace."""
+        return document_standing(self._governed(user, workspace_id), doc_id)
+
     def _governed(self, user: User, workspace_id: str) -> Workspace:
         """The workspace, if the user may govern it."""
         return self.workspace(user, workspace_id, Action.GOVERN)
@@ -289,6 +307,10 @@ class ServedWorkspaces:
             return []
         removes_any = user.may(Action.REMOVE_ANY, workspace.id)
         return self._uploads.removable(workspace, user.name, removes_any=removes_any)
+
+    def own_uploads_offline(self, user: User, workspace_id: str) -> dict[str, Availability]:
+        """The documents of the user's own uploads taken out of search, and their state."""
+        return self._uploads.own_offline(self.workspace(user, workspace_id), user.name)
 
     def indexing(self, workspace_id: str) -> bool:
         """Whether an indexing run the page started for the workspace is under way."""

@@ -4,6 +4,7 @@ the answer quotes from it."""
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote
@@ -60,7 +61,11 @@ def test_a_sentence_quoted_from_a_passages_second_page_is_cited_and_shown_there(
     assert (cited["page"], cited["page_end"]) == (1, 2)  # one passage over both pages
     [source] = cited_sources(final)
     assert (source["page"], source["pages"]) == (2, [2])
-    assert "<span class='where'>p. 2</span>" in evidence_html([source], None)
+    evidence = evidence_html([source], None)
+    assert "<span class='where'>p. 2</span>" in evidence
+    # The file's "↗" opens its original at the cited page, not at its first.
+    [original] = re.findall(r"<a href='([^']*)' target='_blank'>↗</a>", evidence)
+    assert original.startswith("/api/file/") and original.endswith("#page=2")
     target = unquote(linked(final).split("(#cite:")[1].split(")")[0])
     assert cited_passage(target) == (cited["chunk_id"], 2)
     shown = preview(assistant.settings, assistant.catalog, cited["chunk_id"], page=2, dpi=72)

@@ -408,7 +408,7 @@ def test_an_upload_reads_parsed_once_parsed_and_never_from_an_earlier_uploads_pa
         copy = Path(get_upload_folder()) / uuid.uuid4().hex / "note.md"
         copy.parent.mkdir(parents=True)
         copy.write_text(text, encoding="utf-8")
-        _, batch, *_, shown, _, _ = uploads.upload(
+        _, _, batch, *_, shown, _, _ = uploads.upload(
             [{"path": str(copy), "orig_name": "note.md"}], "default", True, uploader
         )
         return batch, shown

@@ -223,6 +223,7 @@ EVENT_INPUTS: dict[str, Inputs] = {
     "show_citation": lambda s, p: [WORKSPACE],
     "show_passage": lambda s, p: [None, WORKSPACE],
     "govern": lambda s, p: [None, WORKSPACE],
+    "govern_document": lambda s, p: [WORKSPACE],  # of no document: put back, nothing changes
     "traces": lambda s, p: [WORKSPACE],
     "upload": lambda s, p: [[p.upload_empty_file()], WORKSPACE, False],
     "confirm_removal": lambda s, p: [WORKSPACE],  # of no upload: refused past the permission
@@ -274,6 +275,7 @@ def test_every_event_of_the_page_is_in_the_table_and_allows_each_role_what_it_sa
             event_data = {
                 "show_citation": {"index": 0, "value": served.chunks[WORKSPACE]},
                 "confirm_removal": {"index": 0, "value": "none.md"},
+                "govern_document": {"doc": "uploads/none.md", "state": "active"},
             }.get(base)
             ran, error = page.call(index, data, event_data)
             got = ran or not _REFUSED.search(error)

@@ -461,3 +461,35 @@ def test_an_upload_the_page_never_used_leaves_gradios_folder_once_old(
         (kept,) = httpx.post(server.url + "/gradio_api/upload", files=files, timeout=30).json()
         assert Path(kept).is_file()
         within(30, "the stray upload removed", lambda: not Path(kept).exists())
+
+
+def test_in_a_browser_each_upload_unticks_replace_taken_or_refused(
+    uploading: tuple[str, Path], tmp_path: Path, browser: Browser
+) -> None:
+    from playwright.sync_api import expect
+
+    url, _ = uploading
+    tag = uuid.uuid4().hex[:8]  # names no other upload shares: Gradio's folder is everyone's
+    note, program = tmp_path / f"pelicans-{tag}.md", tmp_path / f"run-{tag}.exe"
+    note.write_text(PELICANS, "utf-8")
+    program.write_bytes(b"MZ")
+    page = browser.new_page()
+    page.goto(url + "/")
+    open_workspace(page)
+    page.get_by_text("Sources", exact=True).click()
+    replace = page.locator("#upload-replace input[type=checkbox]")
+    replace.check()
+    page.locator("#upload input[type=file]").set_input_files(str(note))
+    outcomes = page.locator("#upload-outcomes")
+    expect(outcomes.locator(f"[data-upload='{note.name}']")).to_be_visible(timeout=30_000)
+    # Ticked for that upload only: a later one of the same name needs a fresh choice.
+    expect(replace).not_to_be_checked()
+    expect(outcomes.locator(f"[data-upload='{note.name}']")).to_contain_text(
+        "searchable", timeout=300_000
+    )
+
+    # Refused whole (no file taken): unticked too.
+    replace.check()
+    page.locator("#upload input[type=file]").set_input_files(str(program))
+    expect(page.locator(".toast-body").filter(has_text=program.name)).to_be_visible(timeout=30_000)
+    expect(replace).not_to_be_checked()

@@ -107,6 +107,7 @@ PAGE_EVENTS: dict[str, Action] = {
     "show_citation": Action.READ_FILE,
     "show_passage": Action.READ_FILE,
     "govern": Action.GOVERN,
+    "govern_document": Action.GOVERN,  # from the sources: archive a document, or put it back
     "traces": Action.SEE_TRACES,
     "upload": Action.UPLOAD,
     "confirm_removal": Action.REMOVE_OWN,  # what a removal would take away, said first

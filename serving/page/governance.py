@@ -1,6 +1,6 @@
 """Governing a workspace from the preview: the cited passage's document, or the passage alone,
 taken out of search (archived or rejected), or put back; only what fits where they stand is
-offered."""
+offered. And from the sources: a document archived, or put back."""
 
 from __future__ import annotations
 
@@ -33,6 +33,9 @@ ACTIONS = (
     Action("Reject passage", "reject-passage", "rejected", False, "stop"),
     Action("Put back", "put-back", "active", True),  # whichever of the two is out of search
 )
+
+# What the sources offer a governor beside each document: put it back, or archive it.
+SET_FROM_SOURCES: dict[str, Availability] = {"active": "active", "archived": "archived"}
 
 
 def offered(standing: Standing | None) -> list[Any]:
@@ -74,6 +77,34 @@ class Governance(Handlers):
             f"{what.capitalize()} is back in search."
             if action.state == "active"
             else f"{what.capitalize()} is {action.state}: out of search now."
+        )
+
+    def govern_document(
+        self, workspace_id: str | None, event: gr.EventData, request: gr.Request
+    ) -> None:
+        """An "archive" or "put back" clicked in the sources (``event``: the document's id and
+        the state to set); one that would change nothing (the list was behind) is said in a
+        warning instead."""
+        doc_id, state = str(event.doc), str(event.state)
+        if state not in SET_FROM_SOURCES:
+            raise gr.Error(f"no such action in the sources: {state!r}", print_exception=False)
+        user = self.signed_in(request)
+        try:
+            standing = self.workspaces.document_standing(user, workspace_id or "", doc_id)
+            if unchanged := standing.refusal(SET_FROM_SOURCES[state], whole=True):
+                gr.Warning(unchanged)
+                return
+            self.workspaces.set_document_availability(
+                user, workspace_id or "", doc_id, SET_FROM_SOURCES[state]
+            )
+        except NotAllowed as error:
+            raise refusal(error) from error
+        except AvailabilityError as error:
+            raise gr.Error(str(error)) from error
+        gr.Info(
+            f"{doc_id} is back in search."
+            if state == "active"
+            else f"{doc_id} is {state}: out of search now."
         )
 
     def button(self, action: Action) -> Any:

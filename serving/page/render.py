@@ -18,6 +18,7 @@ from rag_pipeline.manifest import source_labels
 from rag_pipeline.workspaces import Workspace
 from serving.access import SIGN_OUT, User
 from serving.answer import Answer
+from serving.api import original_url
 from serving.assistant import cited_sources, file_url
 from serving.workspaces import Contents, Documents, indexed_documents
 
@@ -67,7 +68,8 @@ def link_markers(text: str, sources: list[dict[str, Any]]) -> str:
 
 
 def evidence_html(sources: list[dict[str, Any]], workspace_id: str | None) -> str:
-    """The cited passages, grouped by file, each citation a link to its preview."""
+    """The cited passages, grouped by file, each citation a link to its preview, each file a
+    link to its original opened at its first cited page."""
     if not sources:
         return ""
     by_file: dict[str, list[dict[str, Any]]] = {}
@@ -75,7 +77,9 @@ def evidence_html(sources: list[dict[str, Any]], workspace_id: str | None) -> st
         by_file.setdefault(source["doc_id"], []).append(source)
     parts = ["<div class='evidence'><p><b>Evidence</b></p>"]
     for doc_id, cited in by_file.items():
-        original = file_url(doc_id, workspace_id)
+        original = html.escape(
+            original_url(doc_id, PurePosixPath(doc_id).name, workspace_id, cited[0].get("page"))
+        )
         parts.append(
             f"<div class='file'>{html.escape(cited[0]['file_name'])} "
             f"<a href='{original}' target='_blank'>↗</a></div>"
@@ -108,10 +112,15 @@ def sources_html(
     *,
     running: bool,
     removable: Collection[str] = (),
+    governs: bool = False,
+    own_offline: Mapping[str, str] = {},
 ) -> str:
     """The workspace's folders and each document's state as the user sees them (indexing,
-    indexed, taken offline, or failed and why), with a download of each original, and a
-    "remove" beside each upload named in ``removable`` (those the user may remove)."""
+    indexed, taken offline, or failed and why), with a download of each original, a "remove"
+    beside each upload named in ``removable`` (those the user may remove), and for one who
+    ``governs`` the workspace, a "put back" beside each document taken offline and an "archive"
+    beside each other one indexed; for another, the documents of their own uploads a governor
+    took offline (``own_offline``: each one's state), marked as such."""
     records = documents.records
     labels = source_labels(settings.watched_folders)  # a document id starts with its label
     uploads = next((label for label, f in labels.items() if f == settings.upload_folder), None)
@@ -128,6 +137,8 @@ def sources_html(
     for path in uploaded:  # not in the catalog yet (or offline, and not shown)
         if (doc_id := f"{uploads}/{path.name}") not in documents.offline:
             states.setdefault(doc_id, "indexing" if running else "not indexed yet")
+    for doc_id, state in own_offline.items():  # not in ``records``: out of their search
+        states[doc_id] = f"{state} by a governor: only a governor may replace or put it back"
     # Each folder's documents under its name; a folder no longer watched keeps its label.
     listed: dict[str, list[str]] = {label: [] for label in labels}
     for doc_id, state in sorted(states.items()):
@@ -142,9 +153,10 @@ def sources_html(
             if label == uploads and name in removable
             else ""
         )
+        govern = _governing_button(doc_id, documents) if governs and doc_id in records else ""
         listed.setdefault(label, []).append(
             f"<div class='cite' data-doc='{html.escape(doc_id)}'>{html.escape(doc_id)} "
-            f"<span class='where'>{html.escape(state)}</span>{download}{remove}</div>"
+            f"<span class='where'>{html.escape(state)}</span>{download}{remove}{govern}</div>"
         )
     parts = ["<div class='evidence'>"]
     if running:
@@ -156,6 +168,17 @@ def sources_html(
         parts.extend(rows or ["<p><i>no documents</i></p>"])
     parts.append("</div>")
     return "\n".join(parts)
+
+
+def _governing_button(doc_id: str, documents: Documents) -> str:
+    """A governor's "put back" for a document taken offline, "archive" for one in search (its
+    ``data-state``: the state it sets)."""
+    offline = doc_id in documents.offline
+    state, label = ("active", "put back") if offline else ("archived", "archive")
+    return (
+        f" <button class='govern' data-govern='{html.escape(doc_id)}' data-state='{state}'>"
+        f"{label}</button>"
+    )
 
 
 def uploads_html(

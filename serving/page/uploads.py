@@ -37,16 +37,17 @@ class Uploads(Handlers):
     ) -> tuple[Any, ...]:
         """Take the files sent (Gradio's file data, unprocessed: its path, checked by Gradio to
         lie in its upload folder, and the name as sent), those named as uploads already there
-        replacing them if ``replace`` (and the user may): the upload box emptied, the batch's
-        files and what became of each, the sources, the progress timer and the count. An
-        upload with no file taken is an error saying why each was refused."""
+        replacing them if ``replace`` (and the user may): the upload box emptied, the choice to
+        replace unticked (the next upload asks anew), the batch's files and what became of
+        each, the sources, the progress timer and the count. An upload with no file taken is an
+        error saying why each was refused."""
         shared = Path(get_upload_folder()).resolve()
         sent = [
             (file.get("orig_name") or Path(file["path"]).name, Path(file["path"]))
             for file in files or []
         ]
         if not sent:
-            return None, gr.skip(), *self.progress(workspace_id, [], request)
+            return None, gr.skip(), gr.skip(), *self.progress(workspace_id, [], request)
         # Gradio's check, once more: what is taken away are its uploads, nothing else.
         if not all(path.resolve().is_relative_to(shared) for _, path in sent):
             raise gr.Error("Only files uploaded through the page are taken.")
@@ -66,7 +67,7 @@ class Uploads(Handlers):
         if refused:
             gr.Warning(f"Refused: {refused}")
         batch = [_described(upload) for upload in taken]
-        return None, batch, *self.progress(workspace_id, batch, request)
+        return None, False, batch, *self.progress(workspace_id, batch, request)
 
     def show_sources(self, workspace_id: str | None, request: gr.Request) -> tuple[str, Any]:
         """The sources' states, and the progress timer on while the workspace indexes."""
@@ -143,11 +144,19 @@ class Uploads(Handlers):
     def _sources(
         self, assistant: Assistant, documents: Documents, request: gr.Request, *, running: bool
     ) -> str:
-        """The sources listed, a "remove" beside each upload the user may remove."""
+        """The sources listed, a "remove" beside each upload the user may remove, and the
+        governing buttons for one who may govern; another's own uploads taken offline marked."""
         workspace_id = assistant.settings.workspace
-        removable = self.workspaces.removable_uploads(self.signed_in(request), workspace_id)
+        user = self.signed_in(request)
+        governs = user.may(Action.GOVERN, workspace_id)
         return sources_html(
-            assistant.settings, documents, workspace_id, running=running, removable=removable
+            assistant.settings,
+            documents,
+            workspace_id,
+            running=running,
+            removable=self.workspaces.removable_uploads(user, workspace_id),
+            governs=governs,
+            own_offline={} if governs else self.workspaces.own_uploads_offline(user, workspace_id),
         )
 
     def _documents(self, assistant: Assistant, request: gr.Request) -> Documents:

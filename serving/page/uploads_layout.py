@@ -15,10 +15,10 @@ from serving.page.uploads import Uploads
 class SourcesPanel:
     contributing: gr.Column  # the upload box and its choice, shown to those who may upload
     uploads: gr.File
-    replace: gr.Checkbox  # files named as uploads already there replace them
+    replace: gr.Checkbox  # files named as uploads already there replace them; unticked after
     uploaded: gr.HTML  # what became of each file of the last upload
     last_upload: gr.State  # each file of the last upload, and its fate
-    sources: gr.HTML  # a "remove" beside each upload the user may remove
+    sources: gr.HTML  # a "remove" beside each upload the user may remove; a governor's buttons
     removal: gr.Column  # a removal's confirmation: what it takes away, to remove or keep
     removal_said: gr.HTML
     remove_for_good: gr.Button
@@ -28,12 +28,14 @@ class SourcesPanel:
     indexing_progress: gr.Timer  # active while uploads are indexed
 
 
-# A "remove" clicked in the sources asks Python to confirm removing the upload it names.
-_REMOVE_CLICKS = """
+# A "remove" clicked in the sources asks Python to confirm removing the upload it names; a
+# governor's "archive" or "put back" sends the document and the state to set.
+_SOURCES_CLICKS = """
 element.addEventListener('click', (event) => {
   const remove = event.target.closest('button.remove');
-  if (!remove) return;
-  trigger('select', {index: 0, value: remove.dataset.remove});
+  if (remove) trigger('select', {index: 0, value: remove.dataset.remove});
+  const govern = event.target.closest('button.govern');
+  if (govern) trigger('click', {doc: govern.dataset.govern, state: govern.dataset.state});
 });
 """
 
@@ -53,7 +55,7 @@ def lay_out_sources() -> SourcesPanel:
             )
         uploaded = gr.HTML("", elem_id="upload-outcomes")
         last_upload = gr.State([])
-        sources = gr.HTML("", elem_id="sources", js_on_load=_REMOVE_CLICKS)
+        sources = gr.HTML("", elem_id="sources", js_on_load=_SOURCES_CLICKS)
         with gr.Column(visible=False, elem_id="removal") as removal:
             removal_said = gr.HTML("")
             with gr.Row():
@@ -97,13 +99,15 @@ def wire_sources(
     panel.uploads.upload(
         uploading.upload,
         [panel.uploads, workspace, panel.replace],
-        [panel.uploads, panel.last_upload, *progress_outputs],
+        [panel.uploads, panel.replace, panel.last_upload, *progress_outputs],
         api_name="upload",
         show_progress_on=panel.uploads,  # not over the chat, whose hint it only updates
         # The file data as sent: Gradio's processing would leave an empty file behind in its
         # folder per file; its check that each lies in its upload folder comes first.
         preprocess=False,
-    ).failure(None, None, panel.uploads, js="() => null")  # refused whole: the box emptied too
+    ).failure(  # refused whole: the box emptied, the choice unticked too
+        None, None, [panel.uploads, panel.replace], js="() => [null, false]"
+    )
     panel.sources.select(
         uploading.confirm_removal,
         workspace,

@@ -272,6 +272,15 @@ def wire_workspace(
     wire_governing(
         opened.preview.governing, governance, opened.preview.chunk, opened.workspace, governed
     )
+    governed(
+        opened.sources.sources.click(
+            governance.govern_document,
+            opened.workspace,
+            None,
+            api_name="govern_document",
+            api_visibility="private",  # a click in the list names the document
+        )
+    )
     opened.refresh_traces.click(
         asking.show_traces, opened.workspace, opened.traces, api_name="traces"
     )
