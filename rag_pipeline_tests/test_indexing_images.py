@@ -4,6 +4,7 @@ tesseract; then found by text, by image and on the chat page."""
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import re
@@ -219,7 +220,9 @@ def test_chunk_rows_written_before_pictures_existed_still_become_text_points(
         "lang": "en",
     }
     cache = SqliteEmbeddingCache(tmp_path / "cache.sqlite")
-    models = VectorModels(dense="dense", sparse="sparse", image=None)
+    models = dataclasses.replace(
+        VectorModels.of(load_settings(tmp_path)), dense="dense", sparse="sparse", image=None
+    )
     cache.put_many("dense", {"h0": np.ones(4, np.float32).tobytes()})
     sparse = SparseVector(np.array([3]), np.array([0.5], np.float32))
     cache.put_many("sparse", {"h0": sparse.to_bytes()})

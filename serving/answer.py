@@ -122,28 +122,17 @@ def other_language(question: str, passage: Candidate) -> str | None:
 
 
 def _closest(question: str, passages: Sequence[Candidate]) -> tuple[list[int], str]:
-    """For an answer that quotes nothing: the passages to cite (the first :data:`_CLOSEST`,
-    and the first in another language than the question's, wherever it ranks: an English
-    question about a Chinese document may be answered there, which matching words could not
-    tell), and the sentence saying which are in another language (empty: none)."""
+    """For an answer that quotes nothing: the passages to cite (the first :data:`_CLOSEST`),
+    and the sentence saying which of them are in another language than the question's (an
+    English question about a Chinese document may be answered there, which matching words
+    could not tell; empty: none)."""
     numbers = list(range(1, min(len(passages), _CLOSEST) + 1))
     other = [
         (n, language) for n in numbers if (language := other_language(question, passages[n - 1]))
     ]
     if not other:
-        other = next(
-            (
-                (n, language)
-                for n, passage in enumerate(passages, 1)
-                if (language := other_language(question, passage))
-            ),
-            None,
-        )
-        other = [other] if other else []
-        numbers += [n for n, _ in other]
-    if not other:
         return numbers, ""
-    markers = " ".join(f"[{numbers.index(n) + 1}]" for n, _ in other)
+    markers = " ".join(f"[{n}]" for n, _ in other)
     name = language_name(other[0][1], question)
     return numbers, " " + phrases(question)["in_language"].format(language=name, markers=markers)
 

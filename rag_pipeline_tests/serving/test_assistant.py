@@ -32,8 +32,10 @@ def test_a_question_gets_a_cited_answer_and_the_conversation_is_kept(
     assert [m.role for m in messages] == ["user", "assistant"]
     assert messages[1].sources[0]["doc_id"] == "docs/guide.md"
     assert messages[1].sources[0]["file_name"] == "guide.md"
-    # The guide's own text, not the line naming it ("guide") that heads the passage for search.
-    assert messages[1].sources[0]["snippet"].startswith("Field guide Herons Herons stand")
+    # The guide's own text, not the line naming it ("guide") that heads the passage for search,
+    # nor its first heading, shown as its section beside it.
+    assert messages[1].sources[0]["section"] == "Field guide"
+    assert messages[1].sources[0]["snippet"].startswith("Herons Herons stand")
     assert any(c.id == conversation for c in assistant.history.conversations(OWNER))
 
 

@@ -88,7 +88,8 @@ def test_an_answer_links_its_markers_to_the_evidence_listed_by_file(page: Page) 
     assert evidence.startswith("<div class='evidence'><p><b>Evidence</b></p>")
     assert (
         "<div class='file'>guide.md "
-        "<a href='/api/file?doc_id=docs/guide.md&workspace=default' target='_blank'>↗</a></div>"
+        "<a href='/api/file/guide.md?doc_id=docs%2Fguide.md&amp;workspace=default' "
+        "target='_blank'>↗</a></div>"
     ) in evidence
     assert (conversations.value, conversations.choices) == (
         conversation,

@@ -177,7 +177,7 @@ def test_in_a_browser_an_html_original_runs_nothing(
     ask_on_the_page(page, "Where do kingfishers dive for fish?")
     link = page.locator("#evidence a[href*='kingfishers.html']").first
     link.wait_for(timeout=60_000)
-    expected = f"/api/file?doc_id={quote('docs/kingfishers.html')}"
+    expected = f"/api/file/kingfishers.html?doc_id={quote('docs/kingfishers.html', safe='')}"
     assert (link.get_attribute("href") or "").startswith(expected)
     with context.expect_page() as opened:
         link.click()
