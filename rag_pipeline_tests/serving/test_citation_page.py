@@ -80,6 +80,13 @@ def test_the_preview_steps_to_the_passages_other_page_and_back(
 
     page = _asked(browser, served)
     expect(page.locator("#next-page")).to_have_count(0)  # page 2 is its last
+    # The steps and the original's link above the page drawn, in sight with its top.
+    steps = page.locator("#previous-page").bounding_box()
+    original = page.locator("#original-file").bounding_box()
+    drawn = page.locator("#preview-image img").bounding_box()
+    assert steps is not None and original is not None and drawn is not None
+    assert steps["y"] < drawn["y"] and original["y"] < drawn["y"]
+    assert drawn["y"] < VIEWPORT["height"]
     page.locator("#previous-page").click()
     expect(page.locator("#preview-text")).to_contain_text("page 1 of", timeout=30_000)
     assert _shown_page(page) == "1"

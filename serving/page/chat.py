@@ -270,7 +270,8 @@ def _previewed(
         f"<a href='{drawn}' target='_blank' title='click to zoom'>"
         f"<img src='{drawn}' alt='{title}'></a>"
     )
-    return gr.HTML(picture, visible=True), caption + shown.html
+    # Its text above the page in a box of a few lines: the page itself stays in sight.
+    return gr.HTML(picture, visible=True), f"{caption}<div class='passage'>{shown.html}</div>"
 
 
 def _page_steps(shown: Preview) -> str:

@@ -38,6 +38,9 @@ footer > .divider:last-child { display: none; }
                         padding: 1em; max-width: none; background: rgba(0, 0, 0, 0.8); }
 .preview-image.zoomed img { display: block; margin: 0 auto; max-width: none; cursor: zoom-out; }
 .preview .pages { margin: 0.2em 0; }
+.preview .passage { max-height: 9em; overflow-y: auto; }
+/* Above a drawn page, the passage alone: the page shows what surrounds it. */
+.preview .passage .context { display: none; }
 .preview .page-step { display: inline-block; min-width: 1.6em; text-align: center;
                       font-size: 1.2em; text-decoration: none; }
 .preview span.page-step { color: var(--body-text-color-subdued); opacity: 0.4; }

@@ -223,9 +223,11 @@ def _lay_out_answers(settings: Settings) -> Answers:
 
 
 def _lay_out_preview() -> Preview:
+    # The passage's caption and page steps above its page, where a click on a citation leaves
+    # them in sight (under a page drawn the chat's width, they were below the window).
+    text = gr.HTML("", elem_id="preview-text", elem_classes="preview")
     # Drawn by the preview route, never from Gradio's cache: see serving.api.
     page = gr.HTML("", visible=False, elem_id="preview-image", elem_classes="preview-image")
-    text = gr.HTML("", elem_id="preview-text", elem_classes="preview")
     return Preview(page, text, chunk=gr.State(None), governing=lay_out_governing())
 
 
