@@ -89,13 +89,14 @@ def points_from_cache(
     A chunk with text needs both text vectors, a picture its image vector when pictures have
     vectors. Chunks missing one are left out (the caller compares the counts).
     """
-    texts = [row for row in rows if row["text"]]
-    hashes = [row["text_hash"] for row in texts]
+    hashes = [row["text_hash"] for row in rows if row["text"]]
+    by_model: dict[str, list[str]] = {}  # each text's dense vector is its language's model's
+    for row in rows:
+        if row["text"]:
+            by_model.setdefault(models.dense_for(row["lang"]), []).append(row["text_hash"])
     dense: dict[str, bytes] = {}
-    for model in {models.dense_for(row["lang"]) for row in texts}:
-        dense |= cache.get_many(
-            model, [row["text_hash"] for row in texts if models.dense_for(row["lang"]) == model]
-        )
+    for model, wanted in by_model.items():
+        dense |= cache.get_many(model, wanted)
     sparse = cache.get_many(models.sparse, hashes)
     pictures = [row["image_sha256"] for row in rows if is_picture(row)]
     images = cache.get_many(models.image, pictures) if models.image and pictures else {}
