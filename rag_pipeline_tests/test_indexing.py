@@ -584,3 +584,27 @@ def test_folders_given_to_index_are_added_and_only_an_explicit_remove_drops_one(
     assert set(_status(cli, home)) == {"second/second.md"}
     assert cli("sources", "remove", first, "--home", home).code == 2  # not watched any more
     assert cli("sources", "add", tmp_path / "nowhere", "--home", home).code == 2
+
+
+def test_status_of_a_large_home_lists_only_the_documents_needing_a_look(
+    cli: Cli, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for number in range(60):
+        (notes / f"note-{number:02d}.md").write_text(f"# Note {number}\n\nPelican {number}.\n")
+    (notes / "broken.pdf").write_bytes(b"%PDF-1.7 not a PDF")
+    home = tmp_path / "home"
+    assert "failed 1" in cli("index", "--home", home, "--source", notes).out
+    assert cli("archive", "notes/note-07.md", "--home", home).code == 0
+
+    shown = cli("status", "--home", home).out.splitlines()
+    assert [line.split()[0] for line in shown[:2]] == ["notes/broken.pdf", "notes/note-07.md"]
+    assert "[archived by " in shown[1]
+    assert shown[2:] == [
+        "60 indexed, 1 failed",
+        "(only the 2 needing a look are listed: `status --all` lists all 61)",
+    ]
+    every = cli("status", "--home", home, "--all").out.splitlines()
+    assert len(every) == 61 + 1 and every[-1] == "60 indexed, 1 failed"
+    assert len(cli("status", "--home", home, "--json").json()) == 61

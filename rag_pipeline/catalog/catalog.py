@@ -160,6 +160,24 @@ class Catalog:
             found.update((row[0], DocumentRecord(*row)) for row in rows)
         return dict(sorted(found.items()))
 
+    def document_counts(self, collection: str) -> dict[str, int]:
+        """How many of the collection's documents are in each state, in one grouped read."""
+        rows = self.database.rows(
+            "SELECT state, COUNT(*) FROM documents WHERE collection = ? GROUP BY state",
+            (collection,),
+        )
+        return dict(rows)
+
+    def unsettled_documents(self, collection: str) -> dict[str, DocumentRecord]:
+        """The collection's documents that are not indexed as they are: failed, or to be
+        indexed again."""
+        rows = self.database.rows(
+            f"SELECT {_DOCUMENT_COLUMNS} FROM documents WHERE collection = ? "
+            "AND (state <> 'indexed' OR reindex_reason IS NOT NULL) ORDER BY doc_id",
+            (collection,),
+        )
+        return {row[0]: DocumentRecord(*row) for row in rows}
+
     def live_documents(self) -> dict[str, DocumentRecord]:
         """The documents of the live collection (none before the first one is built)."""
         live = self.live_collection()

@@ -89,6 +89,10 @@ def sources_command(args: argparse.Namespace) -> int:
     return 0
 
 
+# Past this many documents, `status` lists only those needing a look (a screen's worth).
+_STATUS_LISTED = 50
+
+
 def status_command(args: argparse.Namespace) -> int:
     from rag_pipeline.availability import availability_by_document
     from rag_pipeline.catalog import Catalog
@@ -98,9 +102,18 @@ def status_command(args: argparse.Namespace) -> int:
         collections = catalog.collections()
         live = next((c for c in collections if c.state == "live"), None)
         building = next((c for c in collections if c.state == "building"), None)
-        records = list(catalog.documents(live.name).values()) if live else []
-        built = catalog.documents(building.name) if building else {}
+        counts = catalog.document_counts(live.name) if live else {}
         availability = availability_by_document(catalog)
+        every = args.json or args.all or sum(counts.values()) <= _STATUS_LISTED
+        if not live:
+            records = {}
+        elif every:
+            records = catalog.documents(live.name)
+        else:  # the failed, the ones to index again, and those taken out of search
+            records = catalog.unsettled_documents(live.name) | catalog.documents(
+                live.name, availability
+            )
+        built = catalog.document_counts(building.name) if building else {}
     rows = [
         {
             "doc_id": record.doc_id,
@@ -114,15 +127,15 @@ def status_command(args: argparse.Namespace) -> int:
             "reindex_reason": record.reindex_reason,
             "file_path": str(record.file_path),
         }
-        for record in records
+        for _, record in sorted(records.items())
     ]
     if args.json:
         print(json.dumps(rows, ensure_ascii=False, indent=2))
         return 0
-    if not rows:
+    if not counts:
         print(f"nothing indexed yet under {settings.home}: run `rag-pipeline index`")
         return 0
-    width = max(len(row["doc_id"]) for row in rows)
+    width = max((len(row["doc_id"]) for row in rows), default=0)
     for row in rows:
         detail = f"{row['chunks']} chunks" if row["state"] == "indexed" else row["error"]
         if row["state"] == "failed" and row["indexed_version"]:
@@ -132,13 +145,15 @@ def status_command(args: argparse.Namespace) -> int:
         if row["availability"]:
             detail += f" [{row['availability']}]"
         print(f"{row['doc_id']:<{width}}  {row['state']:<7}  {row['version']}  {detail}")
-    indexed = sum(row["state"] == "indexed" for row in rows)
-    print(f"{indexed} indexed, {len(rows) - indexed} failed")
+    total = sum(counts.values())
+    indexed = counts.get("indexed", 0)
+    print(f"{indexed} indexed, {total - indexed} failed")
+    if not every:
+        print(f"(only the {len(rows)} needing a look are listed: `status --all` lists all {total})")
     if building:
-        done = sum(1 for record in built.values() if record.state == "indexed")
         print(
-            f"a collection for new models is being built ({done} of {len(rows)} documents so "
-            "far); searches use the current one until it is complete"
+            f"a collection for new models is being built ({built.get('indexed', 0)} of {total} "
+            "documents so far); searches use the current one until it is complete"
         )
     return 0
 

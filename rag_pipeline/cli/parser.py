@@ -68,8 +68,14 @@ def argument_parser() -> argparse.ArgumentParser:
         "the running one, else one started for the command); default: one run in this process",
     )
 
-    status = command("status", status_command, "Show every document's state.")
-    status.add_argument("--json", action="store_true", help="print JSON")
+    status = command(
+        "status",
+        status_command,
+        "Show the documents' states: every document's in a home of a screen's worth, else "
+        "those failed, to be indexed again or out of search, and the counts.",
+    )
+    status.add_argument("--json", action="store_true", help="print JSON (every document)")
+    status.add_argument("--all", action="store_true", help="list every document")
 
     for state, verb, text in (
         ("archived", "archive", "Take a document (or one chunk) out of search, as outdated."),
