@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import random
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,6 +121,24 @@ def write_short_markdown(folder: Path, count: int, seed: int = 7) -> list[Path]:
         path.write_text(f"# Note {number}\n\n" + " ".join(sentences) + "\n", encoding="utf-8")
         paths.append(path)
     return paths
+
+
+def on_both_corpora(measure: Callable[[str, Path, Path], None]) -> None:
+    """``measure(name, corpus, scratch folder)`` on 1,000 generated short notes and on
+    ``../shared/corpus`` (``--only short|corpus`` for one), in a scratch folder removed after."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--only", choices=["corpus", "short"])
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="rag-bench-"))
+    try:
+        if args.only in (None, "short"):
+            write_short_markdown(work / "short", 1000)
+            measure("1,000 short Markdown files", work / "short", work)
+        if args.only in (None, "corpus"):
+            require_shared()
+            measure("../shared/corpus", SHARED / "corpus", work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def require_shared() -> None:

@@ -10,16 +10,13 @@ embeds. Corpora: ``../shared/corpus`` and 1,000 generated short Markdown files.
 
 from __future__ import annotations
 
-import argparse
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import SHARED, require_shared, run_cli, write_short_markdown
+from _harness import on_both_corpora, run_cli
 
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import load_settings
@@ -61,21 +58,5 @@ def measure(name: str, source: Path, work: Path) -> None:
     print("   " + run.summary)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--only", choices=["corpus", "short"])
-    args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="rag-bench-"))
-    try:
-        if args.only in (None, "short"):
-            write_short_markdown(work / "short", 1000)
-            measure("1,000 short Markdown files", work / "short", work)
-        if args.only in (None, "corpus"):
-            require_shared()
-            measure("../shared/corpus", SHARED / "corpus", work)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
 if __name__ == "__main__":
-    main()
+    on_both_corpora(measure)

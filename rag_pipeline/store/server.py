@@ -6,6 +6,7 @@ how the tests exercise this backend.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
 _UPSERT_BATCH = 256
 _SCROLL_PAGE = 2048
+_ASK_AGAIN_SECONDS = 10.0  # how old a "no multilingual vectors here" may grow
 
 
 class QdrantServerStore:
@@ -40,6 +42,7 @@ class QdrantServerStore:
         self.collection = collection
         self._declared: dict[str, bool] = {}  # see _declares
         self._holds_multilingual = False
+        self._multilingual_asked: float | None = None  # when a "no" was last asked for
 
     @classmethod
     def from_settings(cls, settings: StoreSettings, collection: str) -> QdrantServerStore:
@@ -127,11 +130,17 @@ class QdrantServerStore:
         from qdrant_client import models
 
         # Once true, kept: other processes write a server's collection, and a query vector too
-        # many only finds nothing.
-        if not self._holds_multilingual and self._declares(MULTILINGUAL_VECTOR):
+        # many only finds nothing. A "no" is asked again after this store's own writes, or once
+        # it is a while old (others' writes): not a count on the server at every question.
+        stale = (
+            self._multilingual_asked is None
+            or time.monotonic() - self._multilingual_asked > _ASK_AGAIN_SECONDS
+        )
+        if not self._holds_multilingual and stale and self._declares(MULTILINGUAL_VECTOR):
             has = models.Filter(must=[models.HasVectorCondition(has_vector=MULTILINGUAL_VECTOR)])
             found = self.client.count(self.collection, count_filter=has, exact=True).count
             self._holds_multilingual = found > 0
+            self._multilingual_asked = time.monotonic()
         return self._holds_multilingual
 
     def upsert(self, points: Sequence[IndexPoint]) -> None:
@@ -143,6 +152,7 @@ class QdrantServerStore:
                 for point in points[start : start + _UPSERT_BATCH]
             ]
             self.client.upsert(self.collection, batch, wait=True)
+        self._multilingual_asked = None
 
     def flush(self) -> None:
         """Nothing to do: every write waits for the server to have applied it (``wait=True``)."""
