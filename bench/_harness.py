@@ -46,13 +46,23 @@ class Measured:
         return next(line for line in self.stdout.splitlines() if line.startswith("added "))
 
 
-def run_cli(*args: str | Path, env: dict[str, str] | None = None) -> Measured:
+def run_cli(
+    *args: str | Path,
+    env: dict[str, str] | None = None,
+    heartbeat: Callable[[float, float], None] | None = None,
+) -> Measured:
     """Run ``rag-pipeline`` in a fresh process; wall time and peak memory of its process tree."""
-    return run_command([*CLI, *map(str, args)], env)
+    return run_command([*CLI, *map(str, args)], env, heartbeat)
 
 
-def run_command(argv: list[str], env: dict[str, str] | None = None) -> Measured:
-    """Run a command in a fresh process; wall time and peak memory of its process tree."""
+def run_command(
+    argv: list[str],
+    env: dict[str, str] | None = None,
+    heartbeat: Callable[[float, float], None] | None = None,
+) -> Measured:
+    """Run a command in a fresh process; wall time and peak memory of its process tree.
+    ``heartbeat(seconds so far, peak MB so far)`` is called every 15 s while it runs (what a
+    run that may be killed with its session keeps of itself)."""
     # Without PYTHONDONTWRITEBYTECODE (some sandboxes set it): an installed package runs from
     # cached bytecode, as a peer installed by pip does, instead of compiling its modules anew
     # in every process.
@@ -64,11 +74,25 @@ def run_command(argv: list[str], env: dict[str, str] | None = None) -> Measured:
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment
     )
     peak = peak_rss_of(process.pid)
+    if heartbeat:
+        _beat_while(process, lambda: heartbeat(time.perf_counter() - started, peak.peak / 2**20))
     out, err = process.communicate()
     seconds = time.perf_counter() - started
     if process.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} failed:\n{err[-3000:]}")
     return Measured(seconds, peak.result() / 2**20, out, children_cpu_seconds() - cpu_before)
+
+
+def _beat_while(process: subprocess.Popen, beat: Callable[[], None]) -> None:
+    def beating() -> None:
+        while True:
+            try:
+                process.wait(timeout=15)
+                return
+            except subprocess.TimeoutExpired:
+                beat()
+
+    threading.Thread(target=beating, daemon=True).start()
 
 
 def children_cpu_seconds() -> float:

@@ -4,15 +4,21 @@ Run through ``python bench/scale.py --documents 1000000``. Generated documents (
 distinct texts, mostly short notes and pages, some long files, about 2.2 chunks each, in nested
 folders) are added to one watched folder and indexed by ``rag-pipeline index`` in a fresh
 process, with Dagster: 10,000 documents, then 90,000 more, then 900,000 more. The dense model
-is a random-weight one-layer BERT with the real vector size, loaded through the real ONNX path
-(``_random_dense.py``): the model's cost is linear and measured elsewhere, so this measures the
-rest (manifest, parsing, chunking, sparse vectors, the commit, catalog, Dagster, the store).
+is a random-weight BERT with no transformer layer and the real vector size, loaded through the
+real ONNX path (``_random_dense.py``): the model's cost is linear and measured elsewhere, so
+this measures the rest (manifest, parsing, chunking, sparse vectors, the commit, catalog,
+Dagster, the store).
 Partitions are in buckets of about ``--bucket-documents`` documents, as docs/scaling.md tells a
 user past 100,000 documents (the count is set for each step's total: at most one rearrangement
 per step, inside that step's build). After each build: an unchanged re-run, one file changed
 and indexed (then found by a query in a new process), one deleted, ``status``, ``check``,
 ``export``, and the home's disk use and Dagster event log. Each row is printed as its step
 ends, then the whole table; ratios are against the first step, of the same run.
+
+What the run has done is kept in ``--work``'s ``progress.json``: started again with the same
+``--work`` after its process was stopped (a session's end), the bench goes on where it was,
+a stopped ``index`` run counted to its last heartbeat (every 15 s) and then run again (what it
+did is kept: the index resumes), its figure saying so.
 
     python bench/scale.py --documents 1000000 [--steps 10000,100000] [--bucket-documents 100]
                           [--work DIR] [--keep]
@@ -27,15 +33,16 @@ import shutil
 import sqlite3
 import sys
 import tempfile
+import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _corpus import SIZE_MIX, document_path, write_documents
 from _harness import Measured, run_cli
-from _random_dense import LABEL, build_random_dense_model
+from _random_dense import LABEL, LAYERS, build_random_dense_model
 
 STEPS = (10_000, 100_000, 1_000_000)
 HOME_PARTS = ("catalog", "dagster", "qdrant", "stages", "cache")
@@ -45,11 +52,92 @@ HOME_PARTS = ("catalog", "dagster", "qdrant", "stages", "cache")
 class Step:
     documents: int
     figures: dict[str, str] = field(default_factory=dict)
+    per_100k: float = 0.0  # the build's seconds per 100,000 documents
 
     def put(self, name: str, value: str, detail: str = "") -> None:
         """A figure for the table; ``detail`` (the command's own report) is only printed."""
         self.figures[name] = value
         print(f"  {name}: {value}" + (f" | {detail}" if detail else ""), flush=True)
+
+
+@dataclass
+class Build:
+    """One step's build, over the ``index`` runs it took: a run stopped with its session (the
+    bench resumed with the same ``--work``) counts to its last heartbeat, its CPU unknown."""
+
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    peak_mb: float = 0.0
+    runs: int = 0
+    running: float = 0.0  # the current run's seconds at its last heartbeat
+    finished: bool = False
+    summary: str = ""
+
+    def beat(self, seconds: float, peak_mb: float) -> None:
+        self.running, self.peak_mb = seconds, max(self.peak_mb, peak_mb)
+
+    def stopped(self) -> None:
+        """The run under way was stopped (the bench is resuming): count it to its heartbeat."""
+        self.seconds, self.running = self.seconds + self.running, 0.0
+
+    def finish(self, run: Measured) -> None:
+        self.seconds += run.seconds
+        self.cpu_seconds += run.cpu_seconds
+        self.peak_mb = max(self.peak_mb, run.peak_rss_mb)
+        self.running, self.finished, self.summary = 0.0, True, run.summary
+
+    def figure(self) -> str:
+        cpu = f"CPU {self.cpu_seconds:,.1f} s"
+        if self.runs > 1:
+            cpu += " of the last run"
+        figure = f"{self.seconds:,.2f} s ({cpu}, peak RSS {self.peak_mb:,.0f} MB)"
+        if self.runs > 1:
+            figure += f" in {self.runs} runs, {self.runs - 1} stopped with a session and resumed"
+        return figure
+
+
+@dataclass
+class Progress:
+    """What the run has done, kept in the work folder after every move: a bench stopped (the
+    session it ran in ended) and started again with the same ``--work`` goes on from there."""
+
+    path: Path
+    written: int = 0  # documents written to the share
+    steps: list[Step] = field(default_factory=list)
+    builds: dict[int, Build] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def of(cls, work: Path) -> Progress:
+        path = work / "progress.json"
+        if not path.exists():
+            return cls(path)
+        saved = json.loads(path.read_text())
+        progress = cls(
+            path,
+            saved["written"],
+            [Step(**step) for step in saved["steps"]],
+            {int(size): Build(**build) for size, build in saved["builds"].items()},
+        )
+        for build in progress.builds.values():
+            if not build.finished:
+                build.stopped()
+        return progress
+
+    def beat(self, seconds: float, peak_mb: float) -> None:
+        next(b for b in self.builds.values() if not b.finished).beat(seconds, peak_mb)
+        self.save()
+
+    def save(self) -> None:
+        saved = {
+            "written": self.written,
+            "steps": [asdict(step) for step in self.steps],
+            "builds": {str(size): asdict(build) for size, build in self.builds.items()},
+        }
+        with self._lock:
+            temporary = self.path.with_suffix(".tmp")
+            temporary.write_text(json.dumps(saved, indent=1))
+            temporary.replace(self.path)
 
 
 def steps_to(documents: int, steps: list[int] | None) -> list[int]:
@@ -113,23 +201,34 @@ def measure_step(
     home: Path,
     work: Path,
     env: dict[str, str],
-    first_per_100k: float | None,
-) -> float:
-    """Grow the share from ``previous`` to ``step.documents`` and measure; the build's seconds
-    per 100,000 documents."""
-    started = time.perf_counter()
-    write_documents(share, previous, step.documents)
-    step.put(
-        "documents written",
-        f"{step.documents - previous:,} in {time.perf_counter() - started:,.0f} s",
-    )
-    build = run_cli("index", "--home", home, "--source", share, env=env)
+    progress: Progress,
+) -> None:
+    """Grow the share from ``previous`` to ``step.documents`` and measure."""
+    if progress.written >= step.documents:
+        step.put("documents written", "before the bench was resumed")
+    else:
+        started = time.perf_counter()
+        write_documents(share, previous, step.documents)
+        progress.written = step.documents
+        progress.save()
+        step.put(
+            "documents written",
+            f"{step.documents - previous:,} in {time.perf_counter() - started:,.0f} s",
+        )
+    build = progress.builds.setdefault(step.documents, Build())
+    if not build.finished:
+        build.runs += 1
+        progress.save()
+        last = run_cli("index", "--home", home, "--source", share, env=env, heartbeat=progress.beat)
+        build.finish(last)
+        progress.save()
     added = step.documents - previous
-    step.put("build", measured(build), build.summary)
-    per_100k = build.seconds / added * 100_000
-    baseline = f" ({per_100k / first_per_100k:.2f} x the first step)" if first_per_100k else ""
-    step.put("build per 100k documents", f"{per_100k:,.0f} s{baseline}")
-    step.put("index peak RSS", f"{build.peak_rss_mb:,.0f} MB")
+    step.put("build", build.figure(), build.summary)
+    step.per_100k = build.seconds / added * 100_000
+    first = progress.steps[0].per_100k if progress.steps else None
+    baseline = f" ({step.per_100k / first:.2f} x the first step)" if first else ""
+    step.put("build per 100k documents", f"{step.per_100k:,.0f} s{baseline}")
+    step.put("index peak RSS", f"{build.peak_mb:,.0f} MB")
     chunks = catalog_chunks(home)
     step.put("chunks in the catalog", f"{chunks:,} ({chunks / step.documents:.2f} a document)")
     unchanged = run_cli("index", "--home", home, env=env)
@@ -144,7 +243,13 @@ def measure_step(
     assert hits and marker in hits[0]["text"], hits[:1]
     step.put("one file changed: index", measured(changed), changed.summary)
     step.put("then found by a query (new process)", f"{found.seconds:,.2f} s")
-    (share / document_path(previous + 1)).unlink()
+    # The first of the step's documents still there (a step measured again after its session
+    # ended deleted one already).
+    next(
+        path
+        for number in range(previous + 1, step.documents)
+        if (path := share / document_path(number)).exists()
+    ).unlink()
     deleted = run_cli("index", "--home", home, env=env)
     assert "deleted 1" in deleted.stdout, deleted.stdout
     step.put("one file deleted: index", measured(deleted), deleted.summary)
@@ -160,7 +265,6 @@ def measure_step(
     step.put("home on disk", f"{mb(whole)}: " + ", ".join(f"{k} {mb(v)}" for k, v in parts.items()))
     step.put("Dagster event log", event_log(home / "dagster"))
     step.put("share on disk", mb(disk_bytes(share)))
-    return per_100k
 
 
 def room_to_grow(work: Path, size: int, documents: int) -> bool:
@@ -182,26 +286,32 @@ def run(
     work = work or Path(tempfile.mkdtemp(prefix="rag-bench-million-"))
     work.mkdir(parents=True, exist_ok=True)
     share, home = work / "share", work / "home"
-    model = build_random_dense_model(work / "random-dense-model")
+    model = build_random_dense_model(work / f"random-dense-model-{LAYERS}-layers")
     print(f"dense model: {LABEL} -- NOT the default model; its vectors mean nothing")
     mix = ", ".join(
         f"{share:.0%} {kind} ({low}-{high} words)" for share, low, high, _, kind in SIZE_MIX
     )
     print(f"documents: {mix}; work folder {work}", flush=True)
-    done: list[Step] = []
-    previous, first_per_100k = 0, None
+    progress = Progress.of(work)
+    previous = 0
     for size in steps_to(documents, steps):
         buckets = math.ceil(size / bucket_documents)
         env = model | {"RAG_PIPELINE_DAGSTER__DOCUMENT_BUCKETS": str(buckets)}
         print(f"step: {size:,} documents ({buckets:,} Dagster buckets)", flush=True)
-        step = Step(size)
-        per_100k = measure_step(step, previous, share, home, work, env, first_per_100k)
-        first_per_100k = first_per_100k or per_100k
-        done.append(step)
+        done = next((step for step in progress.steps if step.documents == size), None)
+        if done:
+            print("  measured before the bench was resumed:")
+            for name, value in done.figures.items():
+                print(f"  {name}: {value}")
+        else:
+            step = Step(size)
+            measure_step(step, previous, share, home, work, env, progress)
+            progress.steps.append(step)
+            progress.save()
         previous = size
         if size < documents and not room_to_grow(work, size, documents):
             break
-    print_table(done)
+    print_table(progress.steps)
     if not keep:
         shutil.rmtree(work, ignore_errors=True)
 
