@@ -12,14 +12,14 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rag_pipeline import ids
-from rag_pipeline.catalog import Catalog, DocumentRecord, DocumentState
+from rag_pipeline.catalog import Catalog, DocumentRecord, DocumentState, KnownFile
 from rag_pipeline.chunking import CHUNKER_VERSION
 from rag_pipeline.config import Settings
 from rag_pipeline.embedding.image import clip_dim, clip_model_id
@@ -28,6 +28,9 @@ from rag_pipeline.redaction import detectors
 
 # Bump when the payload or the way points are built changes.
 SCHEMA_VERSION = "points-1"
+
+# What a file is compared with: a scan reads the narrow row, a run its document's whole one.
+CatalogRow = KnownFile | DocumentRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +129,7 @@ def pipeline_version(settings: Settings, file_type: str) -> str:
 
 
 def scan_sources(
-    settings: Settings, known: dict[str, DocumentRecord]
+    settings: Settings, known: Mapping[str, CatalogRow]
 ) -> tuple[list[SourceFile], list[Path]]:
     """Every document under the watched folders, and the watched folders that are missing."""
     files: list[SourceFile] = []
@@ -147,9 +150,7 @@ def scan_sources(
     return files, missing
 
 
-def describe_file(
-    settings: Settings, doc_id: str, known: DocumentRecord | None
-) -> SourceFile | None:
+def describe_file(settings: Settings, doc_id: str, known: CatalogRow | None) -> SourceFile | None:
     """The manifest row of one document, or None when its file is gone (or may not be read)."""
     label, _, relative = doc_id.partition("/")
     folder = source_labels(settings.watched_folders).get(label)
@@ -201,7 +202,7 @@ def _describe(
     stat: os.stat_result,
     file_type: str,
     pipeline: str,
-    known: dict[str, DocumentRecord],
+    known: Mapping[str, CatalogRow],
 ) -> SourceFile:
     doc_id = ids.document_id(label, relative)
     previous = known.get(doc_id)
@@ -239,7 +240,7 @@ def _sha256(path: Path) -> str:
 
 
 def needs_indexing(
-    record: DocumentRecord | None, version: str, *, retry_failed: bool, now: float
+    record: CatalogRow | None, version: str, *, retry_failed: bool, now: float
 ) -> bool:
     """Whether a document whose file is at ``version`` must be indexed into a collection where
     ``record`` is its row (None: the collection does not hold it yet)."""
@@ -253,8 +254,8 @@ def needs_indexing(
 def diff_manifest(
     files: list[SourceFile],
     missing_sources: list[Path],
-    target: dict[str, DocumentRecord],
-    live: dict[str, DocumentRecord],
+    target: Mapping[str, CatalogRow],
+    live: Mapping[str, CatalogRow],
     *,
     retry_failed: bool = False,
 ) -> ManifestDiff:
@@ -267,7 +268,7 @@ def diff_manifest(
     must not cost a full re-index, nor its absence the index.
     """
     now = time.time()
-    known = live | target
+    known = {**live, **target}
     diff = ManifestDiff(
         files={file.doc_id: file for file in files},
         missing_sources=missing_sources,
@@ -296,7 +297,7 @@ def find_changes(
     """Scan the watched folders and classify every document against the ``target`` collection
     (and the live one, when another is being built)."""
     live = catalog.live_collection()
-    target_records = catalog.documents(target)
-    live_records = catalog.documents(live.name) if live and live.name != target else {}
+    target_records = catalog.known_files(target)
+    live_records = catalog.known_files(live.name) if live and live.name != target else {}
     files, missing = scan_sources(settings, live_records | target_records)
     return diff_manifest(files, missing, target_records, live_records, retry_failed=retry_failed)

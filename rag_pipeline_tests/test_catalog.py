@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tracemalloc
 from collections.abc import Callable, Iterator
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -175,6 +176,20 @@ def test_a_run_reads_the_rows_of_its_own_documents_only(catalog: Catalog) -> Non
     assert list(named) == ["a", "c"] and named["c"].indexed_version == "v1"
     assert catalog.documents(COLLECTION, []) == {}
     assert list(catalog.documents(COLLECTION)) == ["a", "b", "c"]
+
+
+def test_known_files_are_the_documents_rows_narrowed_to_what_a_scan_compares(
+    catalog: Catalog,
+) -> None:
+    catalog.commit_document(COLLECTION, _record("b", "v1"), [_chunk("b", "v1", 0)])
+    catalog.commit_document(COLLECTION, _record("a", "v2", state="failed"), [])
+    catalog.commit_document("other", _record("c", "v1"), [_chunk("c", "v1", 0)])
+    whole = catalog.documents(COLLECTION)
+    known = catalog.known_files(COLLECTION)
+    assert list(known) == ["a", "b"]
+    for doc_id, row in known.items():
+        assert asdict(row) == {name: getattr(whole[doc_id], name) for name in asdict(row)}
+    assert known["a"].state == "failed" and known["b"].version == "v1"
 
 
 def test_chunk_versions_count_each_documents_chunks_by_version_in_one_read(

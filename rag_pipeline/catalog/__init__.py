@@ -8,6 +8,7 @@ from rag_pipeline.catalog.records import (
     CollectionRecord,
     DocumentRecord,
     DocumentState,
+    KnownFile,
 )
 
 __all__ = [
@@ -18,4 +19,5 @@ __all__ = [
     "CollectionRecord",
     "DocumentRecord",
     "DocumentState",
+    "KnownFile",
 ]

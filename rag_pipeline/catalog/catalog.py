@@ -22,10 +22,12 @@ from rag_pipeline.catalog.database import Executor, open_database
 from rag_pipeline.catalog.records import (
     CHUNK_FIELDS,
     DOCUMENT_FIELDS,
+    KNOWN_FILE_FIELDS,
     Availability,
     AvailabilityRecord,
     CollectionRecord,
     DocumentRecord,
+    KnownFile,
     chunk_from_sql,
     chunk_to_sql,
     collection_from_sql,
@@ -39,6 +41,7 @@ _IN_BATCH = 500  # values in one IN (...) list
 _INSERT_BATCH = 1000  # chunk rows per executemany
 
 _DOCUMENT_COLUMNS = ", ".join(DOCUMENT_FIELDS)
+_KNOWN_FILE_COLUMNS = ", ".join(KNOWN_FILE_FIELDS)
 _CHUNK_COLUMNS = ", ".join(CHUNK_FIELDS)
 _UPSERT_DOCUMENT = (
     f"INSERT INTO documents (collection, {_DOCUMENT_COLUMNS}) "
@@ -159,6 +162,15 @@ class Catalog:
             )
             found.update((row[0], DocumentRecord(*row)) for row in rows)
         return dict(sorted(found.items()))
+
+    def known_files(self, collection: str) -> dict[str, KnownFile]:
+        """The collection's documents by id, read as far as a scan of their files needs."""
+        rows = self.database.rows(
+            f"SELECT doc_id, {_KNOWN_FILE_COLUMNS} FROM documents WHERE collection = ? "
+            "ORDER BY doc_id",
+            (collection,),
+        )
+        return {row[0]: KnownFile(*row[1:]) for row in rows}
 
     def document_counts(self, collection: str) -> dict[str, int]:
         """How many of the collection's documents are in each state, in one grouped read."""

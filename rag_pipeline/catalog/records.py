@@ -83,6 +83,25 @@ class DocumentRecord:
 
 DOCUMENT_FIELDS = tuple(field.name for field in fields(DocumentRecord))
 
+
+@dataclass(frozen=True, slots=True)
+class KnownFile:
+    """A document's row as far as a scan compares it with its file: whether the file changed
+    (size, time, hash) and whether its version needs indexing. A narrow read: a million of
+    them are read on every pass."""
+
+    source: str
+    size: int
+    mtime_ns: int
+    sha256: str
+    version: str
+    state: DocumentState
+    retry_at: float | None
+    reindex_reason: str | None
+
+
+KNOWN_FILE_FIELDS = tuple(field.name for field in fields(KnownFile))
+
 _BBOX = pa.struct(
     [
         ("page", pa.int64()),
