@@ -8,16 +8,20 @@ import os
 import random
 import resource
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import psutil
+
+from rag_pipeline.processes import start_process_group, stop_process_group
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 CLI = [sys.executable, "-m", "rag_pipeline.cli"]
@@ -93,6 +97,35 @@ def _beat_while(process: subprocess.Popen, beat: Callable[[], None]) -> None:
                 beat()
 
     threading.Thread(target=beating, daemon=True).start()
+
+
+@contextlib.contextmanager
+def served(
+    home: Path, env: dict[str, str] | None = None, timeout: float = 180
+) -> Iterator[tuple[str, _Peak]]:
+    """`rag-pipeline serve` of ``home`` on a free port until the block ends: its URL, once it
+    answers HTTP, and the watch on its memory (``.peak``, bytes)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [*CLI, "serve", "--home", str(home), "--port", str(port)]
+    url = f"http://127.0.0.1:{port}"
+    with tempfile.TemporaryFile() as log:  # what it says, kept out of the figures
+        server = start_process_group(command, os.environ | (env or {}), log)
+        memory = peak_rss_of(server.pid)
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    httpx.get(url + "/", timeout=2)
+                    break
+                except httpx.TransportError:
+                    if time.monotonic() > deadline or server.poll() is not None:
+                        raise RuntimeError("rag-pipeline serve did not start") from None
+                    time.sleep(0.5)
+            yield url, memory
+        finally:
+            stop_process_group(server)
 
 
 def children_cpu_seconds() -> float:

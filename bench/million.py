@@ -11,8 +11,9 @@ Dagster, the store).
 Partitions are in buckets of about ``--bucket-documents`` documents, as docs/scaling.md tells a
 user past 100,000 documents (the count is set for each step's total: at most one rearrangement
 per step, inside that step's build). After each build: an unchanged re-run, one file changed
-and indexed (then found by a query in a new process), one deleted, ``status``, ``check``,
-``export``, and the home's disk use and Dagster event log. Each row is printed as its step
+and indexed (then found by a query in a new process), one deleted, ``serve`` (until its page
+and a first search answer, then searches through its API, and its memory), ``status``,
+``check``, ``export``, and the home's disk use and Dagster event log. Each row is printed as its step
 ends, then the whole table; ratios are against the first step, of the same run.
 
 What the run has done is kept in ``--work``'s ``progress.json``: started again with the same
@@ -21,16 +22,19 @@ a stopped ``index`` run counted to its last heartbeat (every 15 s) and then run 
 did is kept: the index resumes), its figure saying so.
 
     python bench/scale.py --documents 1000000 [--steps 10000,100000] [--bucket-documents 100]
-                          [--work DIR] [--keep]
+                          [--work DIR] [--keep] [--postgres URL] [--parallel N]
+
+``--postgres URL`` (a database on a server whose user may create databases) puts the catalog
+and Dagster's runs and events in two databases made afresh there; ``--parallel N`` builds with
+``index --parallel N`` (Dagster's run queue, a daemon, N runs at a time).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
+import random
 import shutil
-import sqlite3
 import sys
 import tempfile
 import threading
@@ -38,11 +42,14 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import httpx
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _corpus import SIZE_MIX, document_path, write_documents
-from _harness import Measured, run_cli
+from _harness import WORDS, Measured, run_cli, served
 from _random_dense import LABEL, LAYERS, build_random_dense_model
+from _storage import Storage, disk_bytes, mb
 
 STEPS = (10_000, 100_000, 1_000_000)
 HOME_PARTS = ("catalog", "dagster", "qdrant", "stages", "cache")
@@ -145,44 +152,6 @@ def steps_to(documents: int, steps: list[int] | None) -> list[int]:
     return sorted({size for size in chosen if size < documents} | {documents})
 
 
-def disk_bytes(folder: Path) -> int:
-    """Bytes the folder's files take on disk (allocated blocks), symbolic links not followed."""
-    total = 0
-    for root, _, files in os.walk(folder):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_blocks * 512
-            except FileNotFoundError:
-                continue
-    return total
-
-
-def event_log(dagster: Path) -> str:
-    """Rows and bytes of the SQLite event log: one database per run, and the index of the
-    events Dagster looks up across runs (materializations, partitions)."""
-    runs = dagster / "history" / "runs"
-    counts = {"per-run": 0, "index": 0}
-    for database in runs.glob("?*.db"):  # ".db" is an empty one Dagster leaves
-        with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as connection:
-            tables = {row[0] for row in connection.execute("select name from sqlite_master")}
-            if "event_logs" in tables:
-                (rows,) = connection.execute("select count(*) from event_logs").fetchone()
-                counts["index" if database.name == "index.db" else "per-run"] += rows
-    return (
-        f"{counts['per-run']:,} rows in {len(list(runs.glob('*-*.db')))} run databases, "
-        f"{counts['index']:,} in the index; {mb(disk_bytes(runs))}"
-    )
-
-
-def catalog_chunks(home: Path) -> int:
-    with sqlite3.connect(f"file:{home / 'catalog' / 'catalog.sqlite'}?mode=ro", uri=True) as db:
-        return db.execute("select count(*) from chunks").fetchone()[0]
-
-
-def mb(size: float) -> str:
-    return f"{size / 2**20:,.0f} MB"
-
-
 def measured(run: Measured) -> str:
     return (
         f"{run.seconds:,.2f} s (CPU {run.cpu_seconds:,.1f} s, peak RSS {run.peak_rss_mb:,.0f} MB)"
@@ -202,6 +171,8 @@ def measure_step(
     work: Path,
     env: dict[str, str],
     progress: Progress,
+    storage: Storage,
+    parallel: int | None,
 ) -> None:
     """Grow the share from ``previous`` to ``step.documents`` and measure."""
     if progress.written >= step.documents:
@@ -219,7 +190,10 @@ def measure_step(
     if not build.finished:
         build.runs += 1
         progress.save()
-        last = run_cli("index", "--home", home, "--source", share, env=env, heartbeat=progress.beat)
+        spread = ["--parallel", str(parallel)] if parallel else []
+        last = run_cli(
+            "index", "--home", home, "--source", share, *spread, env=env, heartbeat=progress.beat
+        )
         build.finish(last)
         progress.save()
     added = step.documents - previous
@@ -229,7 +203,7 @@ def measure_step(
     baseline = f" ({step.per_100k / first:.2f} x the first step)" if first else ""
     step.put("build per 100k documents", f"{step.per_100k:,.0f} s{baseline}")
     step.put("index peak RSS", f"{build.peak_mb:,.0f} MB")
-    chunks = catalog_chunks(home)
+    chunks = storage.chunks(home)
     step.put("chunks in the catalog", f"{chunks:,} ({chunks / step.documents:.2f} a document)")
     unchanged = run_cli("index", "--home", home, env=env)
     assert "added 0, changed 0" in unchanged.stdout, unchanged.stdout
@@ -253,6 +227,7 @@ def measure_step(
     deleted = run_cli("index", "--home", home, env=env)
     assert "deleted 1" in deleted.stdout, deleted.stdout
     step.put("one file deleted: index", measured(deleted), deleted.summary)
+    measure_serving(step, home, env)
     step.put("status", measured(run_cli("status", "--home", home, env=env)))
     step.put("check", measured(run_cli("check", "--home", home, env=env)))
     exported = work / "export"
@@ -263,8 +238,40 @@ def measure_step(
     whole = disk_bytes(home)
     parts["other"] = whole - sum(parts.values())
     step.put("home on disk", f"{mb(whole)}: " + ", ".join(f"{k} {mb(v)}" for k, v in parts.items()))
-    step.put("Dagster event log", event_log(home / "dagster"))
+    if databases := storage.databases():
+        step.put("PostgreSQL", databases)
+    step.put("Dagster event log", storage.event_log(home))
     step.put("share on disk", mb(disk_bytes(share)))
+
+
+def measure_serving(step: Step, home: Path, env: dict[str, str], queries: int = 100) -> None:
+    """``serve``: how long until the page answers HTTP and a first search (the page's own
+    replica of the index is built or brought up to date before it), then searches one after
+    another through the search API, and the server's peak memory. The questions are pairs of
+    the corpus's words; the query model is the stand-in, so the real model's few milliseconds
+    a question are not in these figures."""
+    rng = random.Random(step.documents)
+    started = time.perf_counter()
+    with served(home, env, timeout=7200) as (url, memory), httpx.Client(timeout=600) as client:
+        up = time.perf_counter() - started
+
+        def search() -> float:
+            begun = time.perf_counter()
+            answer = client.get(url + "/api/search", params={"q": " ".join(rng.sample(WORDS, 2))})
+            answer.raise_for_status()
+            return (time.perf_counter() - begun) * 1000
+
+        search()
+        first = time.perf_counter() - started
+        times = sorted(search() for _ in range(queries))
+        peak = memory.peak
+    step.put("serve: page up / first search answered", f"{up:,.1f} s / {first:,.1f} s")
+    step.put(
+        "search API, one at a time",
+        f"p50 {times[len(times) // 2]:,.0f} ms, p95 {times[int(0.95 * (len(times) - 1))]:,.0f} ms "
+        f"({queries} searches)",
+    )
+    step.put("serve peak RSS", f"{peak / 2**20:,.0f} MB")
 
 
 def room_to_grow(work: Path, size: int, documents: int) -> bool:
@@ -281,10 +288,18 @@ def room_to_grow(work: Path, size: int, documents: int) -> bool:
 
 
 def run(
-    documents: int, steps: list[int] | None, bucket_documents: int, work: Path | None, keep: bool
+    documents: int,
+    steps: list[int] | None,
+    bucket_documents: int,
+    work: Path | None,
+    keep: bool,
+    storage: Storage,
+    parallel: int | None,
 ) -> None:
     work = work or Path(tempfile.mkdtemp(prefix="rag-bench-million-"))
     work.mkdir(parents=True, exist_ok=True)
+    if not (work / "progress.json").exists():
+        storage.make_afresh()
     share, home = work / "share", work / "home"
     model = build_random_dense_model(work / f"random-dense-model-{LAYERS}-layers")
     print(f"dense model: {LABEL} -- NOT the default model; its vectors mean nothing")
@@ -292,11 +307,13 @@ def run(
         f"{share:.0%} {kind} ({low}-{high} words)" for share, low, high, _, kind in SIZE_MIX
     )
     print(f"documents: {mix}; work folder {work}", flush=True)
+    where = f"PostgreSQL at {storage.postgres}" if storage.postgres else "SQLite in the home"
+    print(f"catalog and Dagster: {where}; builds: index --parallel {parallel or 'off'}")
     progress = Progress.of(work)
     previous = 0
     for size in steps_to(documents, steps):
         buckets = math.ceil(size / bucket_documents)
-        env = model | {"RAG_PIPELINE_DAGSTER__DOCUMENT_BUCKETS": str(buckets)}
+        env = model | storage.settings | {"RAG_PIPELINE_DAGSTER__DOCUMENT_BUCKETS": str(buckets)}
         print(f"step: {size:,} documents ({buckets:,} Dagster buckets)", flush=True)
         done = next((step for step in progress.steps if step.documents == size), None)
         if done:
@@ -305,7 +322,7 @@ def run(
                 print(f"  {name}: {value}")
         else:
             step = Step(size)
-            measure_step(step, previous, share, home, work, env, progress)
+            measure_step(step, previous, share, home, work, env, progress, storage, parallel)
             progress.steps.append(step)
             progress.save()
         previous = size

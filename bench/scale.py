@@ -20,7 +20,7 @@ With ``--documents N``, instead: one home grown to N distinct documents, measure
 and 1M on the way (``million.py``).
 
     python bench/scale.py --documents 1000000 [--steps 10000,100000] [--bucket-documents 100]
-                          [--work DIR] [--keep]
+                          [--work DIR] [--keep] [--postgres URL] [--parallel N]
 """
 
 from __future__ import annotations
@@ -81,10 +81,23 @@ def main() -> None:
     parser.add_argument("--steps", help="with --documents: comma-separated sizes to measure at")
     parser.add_argument("--work", type=Path, help="with --documents: the folder to work in")
     parser.add_argument("--keep", action="store_true", help="with --documents: keep --work")
+    parser.add_argument(
+        "--postgres", help="with --documents: a PostgreSQL URL for the catalog and Dagster"
+    )
+    parser.add_argument("--parallel", type=int, help="with --documents: index --parallel N")
     args = parser.parse_args()
     if args.documents:
         steps = [int(size) for size in args.steps.split(",")] if args.steps else None
-        million.run(args.documents, steps, args.bucket_documents, args.work, args.keep)
+        storage = million.Storage(args.postgres)
+        million.run(
+            args.documents,
+            steps,
+            args.bucket_documents,
+            args.work,
+            args.keep,
+            storage,
+            args.parallel,
+        )
         return
     sizes = [int(size) for size in args.sizes.split(",")]
     modes = args.modes.split(",")

@@ -14,22 +14,22 @@ from __future__ import annotations
 
 import argparse
 import base64
-import os
 import socket
 import statistics
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _harness import served
+
 from rag_pipeline.cli import main as cli
 from rag_pipeline.config import stored_settings, write_stored_settings
-from rag_pipeline.processes import start_process_group, stop_process_group
 from serving.access import add_user
 
 
@@ -103,36 +103,11 @@ def wrong_password_ms(url: str, names: list[str], tries: int) -> dict[str, list[
     return times
 
 
-@contextmanager
-def served(home: Path) -> Iterator[str]:
-    """`rag-pipeline serve` of ``home`` on a free port until the block ends: its URL."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "rag_pipeline.cli", "serve", "--home", str(home)]
-    url = f"http://127.0.0.1:{port}"
-    with tempfile.TemporaryFile() as log:  # what it says, kept out of the figures
-        server = start_process_group([*command, "--port", str(port)], os.environ, log)
-        try:
-            deadline = time.monotonic() + 180
-            while True:
-                try:
-                    httpx.get(url + "/api/search", timeout=2)
-                    break
-                except httpx.TransportError:
-                    if time.monotonic() > deadline or server.poll() is not None:
-                        raise RuntimeError("rag-pipeline serve did not start") from None
-                    time.sleep(0.5)
-            yield url
-        finally:
-            stop_process_group(server)
-
-
 def round_of(home: Path, token: str, free_tries: int | None, seconds: float, rate: float) -> None:
     stored = stored_settings(home)
     stored["access"]["free_sign_in_tries"] = free_tries or 5
     write_stored_settings(home, stored)
-    with served(home) as url:
+    with served(home) as (url, _):
         timed_requests(url, token, 2)  # warm: the models load on the first search
         idle = timed_requests(url, token, seconds)
         stop, counts = threading.Event(), {}

@@ -57,8 +57,7 @@ class EdgeStore:
         self._written = 0  # points upserted since the shard was opened
         # Whether any point has a multilingual vector: asked once, and again after a write.
         self._holds_multilingual: bool | None = None
-        # Beside the shard, not in it: the shard's folder is removed when it starts afresh.
-        self._lock = FileLock(path.with_name(f".{path.name}.lock"))
+        self._lock = _lock_of(path)
         if not self._lock.acquire(wait_seconds):
             raise StoreBusyError(
                 f"the vector store at {path} is open in another process (an indexing run?); "
@@ -69,6 +68,33 @@ class EdgeStore:
         except BaseException:
             self._lock.release()
             raise
+
+    def seed_from(self, source: Path) -> bool:
+        """Give a store that holds no shard yet a copy of the shard at ``source``, made under
+        that shard's lock (no process writes it meanwhile, a run waits); False, with nothing
+        copied, when this store holds a shard, or ``source`` holds none or is open elsewhere.
+        Copying the files is what makes a large index's copy take minutes, not the hours of
+        writing its points again."""
+        if self._shard is not None:
+            return False
+        held = _lock_of(source)
+        if not held.acquire(0):
+            return False
+        copy = self.path.with_name(f".{self.path.name}.copy")
+        try:
+            if not (source / _CONFIG_FILE).exists():
+                return False
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(source, copy)
+        except BaseException:
+            shutil.rmtree(copy, ignore_errors=True)
+            raise
+        finally:
+            held.release()
+        shutil.rmtree(self.path, ignore_errors=True)
+        copy.rename(self.path)
+        self._shard, self._config = self._load(), None
+        return True
 
     def _load(self) -> EdgeShard:
         from qdrant_edge import EdgeShard
@@ -337,6 +363,12 @@ class EdgeStore:
             self._shard.close()
             self._shard = None
         self._lock.release()
+
+
+def _lock_of(path: Path) -> FileLock:
+    """The lock every process takes before opening the shard at ``path``: beside the shard,
+    not in it, since the shard's folder is removed when it starts afresh."""
+    return FileLock(path.with_name(f".{path.name}.lock"))
 
 
 def _vectors(point: IndexPoint, sparse_type: type) -> dict[str, Any]:

@@ -7,7 +7,10 @@ indexing run holds its shard while it writes. So the page keeps a replica of its
 run leaves readable while it writes: the catalog (a database read while it is written) and the
 embedding cache (SQLite in WAL mode). A document's points are rebuilt exactly as the run built
 them (``points_from_cache``) from the version the catalog names live, so the replica holds
-committed versions only. Queries never wait for a run, and never see a lock error.
+committed versions only. A first replica starts as a copy of the index's files, taken while no
+run holds them (else it is written point by point), then mended the same way: a document whose
+points there are of several versions is copied again. Queries never wait for a run, and never
+see a lock error.
 
 Either way the page answers from the live collection. When a collection built for other models
 goes live, the page switches to it (a new replica is built first, while the old one answers).
@@ -28,7 +31,13 @@ import numpy as np
 from rag_pipeline.catalog import Catalog, CollectionRecord, DocumentRecord
 from rag_pipeline.config import Settings
 from rag_pipeline.embedding import EmbeddingCache, open_embedding_cache
-from rag_pipeline.store import SearchableStore, VectorStore, open_vector_store, uses_server
+from rag_pipeline.store import (
+    SearchableStore,
+    VectorStore,
+    embedded_path,
+    open_vector_store,
+    uses_server,
+)
 from rag_pipeline.store.catalog_views import CommittedOnly
 from rag_pipeline.store.edge import EdgeStore
 from rag_pipeline.store.points import VectorModels, points_from_cache, vector_sizes
@@ -212,9 +221,12 @@ class _Mirror:
         self.settings = settings.with_vector_models(collection.models)
         self.path = replica_root(settings) / collection.name
         self.store = EdgeStore(self.path)
+        # A first replica starts as a copy of the index's files; what it holds is then read
+        # back as any replica's is, so what a copy took that is not committed is mended.
+        self.store.seed_from(embedded_path(settings, collection.name))
         sizes = vector_sizes(self.settings)
         self.store.ensure_collection(sizes.dense, sizes.image, sizes.multilingual)
-        self._held = {doc_id: version for doc_id, version in self.store.point_owners().values()}
+        self._held = _versions_held(self.store)
         self._seen: tuple[object, ...] | None = None  # the catalog state refreshed from last
         self._waiting = False
 
@@ -297,6 +309,21 @@ class _Mirror:
 
     def close(self) -> None:
         self.store.close()
+
+
+# A document whose points in the replica are of several versions: held at none, so that a
+# refresh copies it again (or removes it), keeping only the version the catalog names.
+_MIXED = ""
+
+
+def _versions_held(store: EdgeStore) -> dict[str, str]:
+    """The version of each document the replica holds points of (``_MIXED`` for a document
+    with points of several: a copy stopped half-way, or an index copied with points a run had
+    not committed)."""
+    held: dict[str, str] = {}
+    for doc_id, version in store.point_owners().values():
+        held[doc_id] = version if held.get(doc_id, version) == version else _MIXED
+    return held
 
 
 def replica_root(settings: Settings) -> Path:

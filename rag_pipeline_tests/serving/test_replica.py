@@ -4,11 +4,16 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from uuid import UUID
 
+from rag_pipeline import ids
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.cli import main
 from rag_pipeline.config import load_settings
+from rag_pipeline.embedding import open_embedding_cache
 from rag_pipeline.store import EmbeddedReplica, open_vector_store
+from rag_pipeline.store.points import VectorModels, points_from_cache
+from rag_pipeline.store.schema import DocumentFacts
 from rag_pipeline_tests.index_state import live_name
 from rag_pipeline_tests.serving.conftest import write_corpus
 from serving.retrieval import Retriever
@@ -28,7 +33,7 @@ def test_the_replica_answers_during_an_indexing_run_and_catches_up_after_it(
     catalog = Catalog(settings)
     replica = EmbeddedReplica(settings, catalog)
     try:
-        assert replica.refresh().copied == 3
+        assert replica.refresh().copied == 0  # it starts as a copy of the index's files
         retriever = Retriever(settings, replica)
         assert "docs/guide.md" in _found(retriever, "when do owls hunt")
 
@@ -76,3 +81,84 @@ def test_a_refresh_with_nothing_new_copies_nothing(tmp_path: Path) -> None:
             assert reopened.refresh().copied == 0
         finally:
             reopened.close()
+
+
+def test_a_first_replica_copied_with_points_no_run_committed_keeps_only_the_committed_ones(
+    tmp_path: Path,
+) -> None:
+    source = write_corpus(tmp_path / "docs")
+    home = tmp_path / "home"
+    assert main(["index", "--home", str(home), "--source", str(source)]) == 0
+    settings = load_settings(home)
+    name = live_name(home)
+    with Catalog(settings) as catalog:
+        # A run killed after writing a new version's points, before the catalog's commit.
+        record = catalog.documents(name)["docs/guide.md"]
+        committed = [row for batch in catalog.chunk_batches(name, record.doc_id) for row in batch]
+        # Ids that a scroll (in the order of point ids) reads before the committed points: a
+        # replica that took the last version it read for a document's would keep this one.
+        first = min(UUID(ids.point_id(row["chunk_id"])) for row in committed)
+        suffix = next(
+            f"-uncommitted-{n}"
+            for n in range(10_000)
+            if all(
+                UUID(ids.point_id(f"{row['chunk_id']}-uncommitted-{n}")) < first
+                for row in committed
+            )
+        )
+        rows = [
+            row | {"version": "uncommitted", "chunk_id": f"{row['chunk_id']}{suffix}"}
+            for row in committed
+        ]
+        facts = DocumentFacts(
+            doc_id=record.doc_id,
+            file_path=str(record.file_path),
+            file_type=record.file_type,
+            title=record.title or "",
+            version="uncommitted",
+            sha256=record.sha256,
+            mtime=0.0,
+        )
+        cache = open_embedding_cache(settings)
+        uncommitted = points_from_cache(rows, facts, cache, VectorModels.of(settings))
+        cache.close()
+        assert uncommitted
+        store = open_vector_store(settings, name, wait_seconds=0)
+        store.upsert(uncommitted)
+        store.close()
+
+        replica = EmbeddedReplica(settings, catalog)
+        try:
+            assert replica.refresh().copied == 1  # the one document held at two versions
+            held = {version for _, version in _replica_points(replica)}
+            assert held == {r.indexed_version for r in catalog.documents(name).values()}
+            assert "uncommitted" not in held
+            retriever = Retriever(settings, replica)
+            assert "docs/guide.md" in _found(retriever, "when do owls hunt")
+        finally:
+            replica.close()
+
+
+def _replica_points(replica: EmbeddedReplica) -> list[tuple[str, str]]:
+    assert replica._mirror is not None
+    return list(replica._mirror.store.point_owners().values())
+
+
+def test_a_first_replica_is_written_point_by_point_while_a_run_holds_the_index(
+    tmp_path: Path,
+) -> None:
+    source = write_corpus(tmp_path / "docs")
+    home = tmp_path / "home"
+    assert main(["index", "--home", str(home), "--source", str(source)]) == 0
+    settings = load_settings(home)
+    running = open_vector_store(settings, live_name(home), wait_seconds=0)  # as a run holds it
+    try:
+        with Catalog(settings) as catalog:
+            replica = EmbeddedReplica(settings, catalog)
+            try:
+                assert replica.refresh().copied == 3
+                assert "docs/guide.md" in _found(Retriever(settings, replica), "when do owls hunt")
+            finally:
+                replica.close()
+    finally:
+        running.close()
