@@ -95,6 +95,8 @@ def test_a_failure_keeps_the_indexed_version_searchable(catalog: Catalog) -> Non
     failed.indexed_version, failed.chunks = "v1", 2
     catalog.record_document(COLLECTION, failed)
     assert catalog.live_versions(COLLECTION, ["a"]) == {"a": "v1"}
+    catalog.record_document(COLLECTION, _record("b", "v1", state="failed"))  # none searchable
+    assert catalog.live_versions(COLLECTION) == {"a": "v1"}
     assert catalog.documents(COLLECTION)["a"].error == "broken"
     assert len(_chunks(catalog, COLLECTION, "a")) == 2
 

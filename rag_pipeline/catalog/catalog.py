@@ -202,8 +202,19 @@ class Catalog:
         )
         return DocumentRecord(*rows[0]) if rows else None
 
-    def live_versions(self, collection: str, doc_ids: Iterable[str]) -> dict[str, str]:
-        """doc id → the version whose points may be returned, for the documents that have one."""
+    def live_versions(
+        self, collection: str, doc_ids: Iterable[str] | None = None
+    ) -> dict[str, str]:
+        """doc id → the version whose points may be returned, for the documents that have one
+        (of ``doc_ids``, else of the whole collection: two columns of every row)."""
+        if doc_ids is None:
+            return dict(
+                self.database.rows(
+                    "SELECT doc_id, indexed_version FROM documents WHERE collection = ? "
+                    "AND indexed_version IS NOT NULL",
+                    (collection,),
+                )
+            )
         live: dict[str, str] = {}
         for batch in batched(list(dict.fromkeys(doc_ids)), _IN_BATCH):
             rows = self.database.rows(

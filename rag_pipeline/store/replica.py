@@ -235,12 +235,7 @@ class _Mirror:
         stamp = catalog.change_stamp(name)
         if stamp == self._seen and not self._waiting:
             return RefreshReport()
-        records = catalog.documents(name)
-        wanted = {
-            doc_id: record.indexed_version
-            for doc_id, record in records.items()
-            if record.indexed_version
-        }
+        wanted = catalog.live_versions(name)
         removed = [doc_id for doc_id in self._held if doc_id not in wanted]
         for doc_id in removed:
             with lock:
@@ -249,10 +244,16 @@ class _Mirror:
         copied = waiting = 0
         stale = [doc_id for doc_id, version in wanted.items() if self._held.get(doc_id) != version]
         if stale:
+            records = catalog.documents(name, stale)
             cache = open_embedding_cache(self.settings)
             try:
                 for doc_id in stale:
-                    if self._copy(catalog, records[doc_id], cache, lock):
+                    record = records.get(doc_id)  # None: deleted since
+                    if (
+                        record
+                        and record.indexed_version
+                        and self._copy(catalog, record, cache, lock)
+                    ):
                         copied += 1
                     else:
                         waiting += 1
