@@ -10,10 +10,10 @@ re-indexes exactly what it affects.
 from __future__ import annotations
 
 import hashlib
+import operator
 import os
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -171,6 +171,10 @@ def _allowed(path: Path, folder: Path, follow_symlinks: bool) -> bool:
     return follow_symlinks or path.resolve().is_relative_to(folder.resolve())
 
 
+_NAME = operator.attrgetter("name")
+_SKIPPED = (".", "~$")  # hidden files and folders, Office's lock files
+
+
 def _walk(folder: Path, *, follow_symlinks: bool) -> Iterator[tuple[str, os.stat_result]]:
     """Files under ``folder``: their paths inside it (``/``-separated) and their ``stat``;
     skipping hidden entries and files gone meanwhile, never following links to folders, and
@@ -180,19 +184,23 @@ def _walk(folder: Path, *, follow_symlinks: bool) -> Iterator[tuple[str, os.stat
     while stack:
         inside, current = stack.pop()
         try:
-            entries = sorted(os.scandir(current), key=lambda entry: entry.name)
+            entries = sorted(os.scandir(current), key=_NAME)
         except OSError:
             continue
         for entry in entries:
-            if entry.name.startswith((".", "~$")):
+            name = entry.name
+            if name.startswith(_SKIPPED):
                 continue
             if entry.is_dir(follow_symlinks=False):
-                stack.append((f"{inside}{entry.name}/", entry.path))
+                stack.append((f"{inside}{name}/", entry.path))
             elif entry.is_file() and (
                 not entry.is_symlink() or _allowed(Path(entry.path), folder, follow_symlinks)
             ):
-                with suppress(OSError):
-                    yield f"{inside}{entry.name}", entry.stat()
+                try:
+                    stat = entry.stat()
+                except OSError:  # gone meanwhile
+                    continue
+                yield f"{inside}{name}", stat
 
 
 def _describe(

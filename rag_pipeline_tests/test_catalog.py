@@ -8,7 +8,6 @@ import subprocess
 import sys
 import tracemalloc
 from collections.abc import Callable, Iterator
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -190,7 +189,7 @@ def test_known_files_are_the_documents_rows_narrowed_to_what_a_scan_compares(
     known = catalog.known_files(COLLECTION)
     assert list(known) == ["a", "b"]
     for doc_id, row in known.items():
-        assert asdict(row) == {name: getattr(whole[doc_id], name) for name in asdict(row)}
+        assert row._asdict() == {name: getattr(whole[doc_id], name) for name in row._fields}
     assert known["a"].state == "failed" and known["b"].version == "v1"
 
 

@@ -170,7 +170,7 @@ class Catalog:
             "ORDER BY doc_id",
             (collection,),
         )
-        return {row[0]: KnownFile(*row[1:]) for row in rows}
+        return {row[0]: KnownFile._make(row[1:]) for row in rows}
 
     def document_counts(self, collection: str) -> dict[str, int]:
         """How many of the collection's documents are in each state, in one grouped read."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import pyarrow as pa
 
@@ -84,11 +84,10 @@ class DocumentRecord:
 DOCUMENT_FIELDS = tuple(field.name for field in fields(DocumentRecord))
 
 
-@dataclass(frozen=True, slots=True)
-class KnownFile:
+class KnownFile(NamedTuple):
     """A document's row as far as a scan compares it with its file: whether the file changed
-    (size, time, hash) and whether its version needs indexing. A narrow read: a million of
-    them are read on every pass."""
+    (size, time, hash) and whether its version needs indexing. A narrow read, and a tuple: a
+    million of them are read on every pass."""
 
     source: str
     size: int
@@ -100,7 +99,7 @@ class KnownFile:
     reindex_reason: str | None
 
 
-KNOWN_FILE_FIELDS = tuple(field.name for field in fields(KnownFile))
+KNOWN_FILE_FIELDS = KnownFile._fields
 
 _BBOX = pa.struct(
     [
