@@ -13,8 +13,8 @@ user past 100,000 documents (the count is set for each step's total: at most one
 per step, inside that step's build). After each build: an unchanged re-run, one file changed
 and indexed (then found by a query in a new process), one deleted, ``serve`` (until its page
 and a first search answer, then searches through its API, and its memory), ``status``,
-``check``, ``export``, and the home's disk use and Dagster event log. Each row is printed as its step
-ends, then the whole table; ratios are against the first step, of the same run.
+``check``, ``export``, and the home's disk use and Dagster event log. Each row is printed as
+its step ends, then the whole table; ratios are against the first step, of the same run.
 
 What the run has done is kept in ``--work``'s ``progress.json``: started again with the same
 ``--work`` after its process was stopped (a session's end), the bench goes on where it was,

@@ -8,6 +8,10 @@ latency p50 / p95 (the 60 nearest by dense and by sparse, in one search), and th
 local mode / Edge.
 
     python bench/vector_store.py [--points 10000] [--queries 200]
+    python bench/vector_store.py --grow 250000,1000000,2300000 [--queries 200]
+
+With ``--grow``, Qdrant Edge alone, one shard grown to each size in turn (what the chat page's
+replica holds at 100,000 to 1,000,000 documents), its hybrid query latency at each.
 """
 
 from __future__ import annotations
@@ -43,9 +47,9 @@ def dense_vector(rng: np.random.Generator) -> np.ndarray:
     return vector / np.linalg.norm(vector)
 
 
-def make_points(count: int, rng: np.random.Generator) -> list[IndexPoint]:
+def make_points(count: int, rng: np.random.Generator, first: int = 0) -> list[IndexPoint]:
     points = []
-    for number in range(count):
+    for number in range(first, first + count):
         chunk = ids.chunk_id(f"bench/doc-{number // 10}.md", "v1", number % 10)
         points.append(
             IndexPoint(
@@ -98,11 +102,54 @@ def measure(
     return figures
 
 
+def grow(sizes: list[int], queries: int) -> None:
+    """Qdrant Edge alone, as the page's replica would be at each size: points written a batch
+    at a time (optimized as the pipeline does), then the shard opened afresh and hybrid
+    queries timed, one after another."""
+    work = Path(tempfile.mkdtemp(prefix="rag-bench-store-grow-"))
+    rng = np.random.default_rng(0)
+    try:
+        held, writing = 0, 0.0
+        for size in sizes:
+            store = EdgeStore(work / "edge")
+            store.ensure_collection(DIM)
+            started = time.perf_counter()
+            while held < size:
+                batch = min(50_000, size - held)
+                store.upsert(make_points(batch, rng, first=held))
+                store.optimize()
+                held += batch
+            store.close()
+            writing += time.perf_counter() - started
+            store = EdgeStore(work / "edge")
+            latencies = []
+            queried = np.random.default_rng(1)
+            for _ in range(queries):
+                dense, sparse = dense_vector(queried), sparse_vector(queried)
+                started = time.perf_counter()
+                store.nearest(dense, sparse, limit=60)
+                latencies.append((time.perf_counter() - started) * 1000)
+            store.close()
+            latencies.sort()
+            print(
+                f"{size:,} points: written in {writing:,.0f} s so far | hybrid query p50 "
+                f"{statistics.median(latencies):.1f} ms, p95 "
+                f"{latencies[int(0.95 * (len(latencies) - 1))]:.1f} ms ({queries} queries)",
+                flush=True,
+            )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--points", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--grow", help="comma-separated sizes: Qdrant Edge alone, grown to each")
     args = parser.parse_args()
+    if args.grow:
+        grow([int(size) for size in args.grow.split(",")], args.queries)
+        return
     points = make_points(args.points, np.random.default_rng(0))
     work = Path(tempfile.mkdtemp(prefix="rag-bench-store-"))
     try:
