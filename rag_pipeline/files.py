@@ -1,8 +1,9 @@
-"""Files written whole or not at all."""
+"""Files written whole or not at all, and copied as they are."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -21,3 +22,28 @@ def write_atomically(path: Path, write: Callable[[str], None]) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def copy_keeping_holes(source: str, target: str) -> str:
+    """Copy a file, leaving its holes holes (``shutil.copytree``'s ``copy_function``): a plain
+    copy writes a sparse file's unallocated ranges out as zeros, and a vector store's
+    preallocated files are mostly that."""
+    with open(source, "rb") as reading, open(target, "wb") as writing:
+        descriptor = reading.fileno()
+        size = os.fstat(descriptor).st_size
+        offset = 0
+        while offset < size:
+            try:
+                start = os.lseek(descriptor, offset, os.SEEK_DATA)
+            except OSError:  # only a hole is left
+                break
+            end = os.lseek(descriptor, start, os.SEEK_HOLE)
+            reading.seek(start)
+            writing.seek(start)
+            while start < end and (block := reading.read(min(end - start, 1 << 20))):
+                writing.write(block)
+                start += len(block)
+            offset = end
+        writing.truncate(size)
+    shutil.copystat(source, target)
+    return target

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rag_pipeline.files import copy_keeping_holes
 from rag_pipeline.locking import FileLock
 from rag_pipeline.store import StoreBusyError, StoreError
 from rag_pipeline.store.schema import (
@@ -85,7 +86,7 @@ class EdgeStore:
             if not (source / _CONFIG_FILE).exists():
                 return False
             shutil.rmtree(copy, ignore_errors=True)
-            shutil.copytree(source, copy)
+            shutil.copytree(source, copy, copy_function=copy_keeping_holes)
         except BaseException:
             shutil.rmtree(copy, ignore_errors=True)
             raise

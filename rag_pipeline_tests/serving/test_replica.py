@@ -11,7 +11,7 @@ from rag_pipeline.catalog import Catalog
 from rag_pipeline.cli import main
 from rag_pipeline.config import load_settings
 from rag_pipeline.embedding import open_embedding_cache
-from rag_pipeline.store import EmbeddedReplica, open_vector_store
+from rag_pipeline.store import EmbeddedReplica, embedded_path, open_vector_store
 from rag_pipeline.store.points import VectorModels, points_from_cache
 from rag_pipeline.store.schema import DocumentFacts
 from rag_pipeline_tests.index_state import live_name
@@ -162,3 +162,31 @@ def test_a_first_replica_is_written_point_by_point_while_a_run_holds_the_index(
                 replica.close()
     finally:
         running.close()
+
+
+def test_a_first_replica_takes_the_disk_the_index_takes_not_its_files_preallocated_size(
+    tmp_path: Path,
+) -> None:
+    source = write_corpus(tmp_path / "docs")
+    home = tmp_path / "home"
+    assert main(["index", "--home", str(home), "--source", str(source)]) == 0
+    settings = load_settings(home)
+    index = embedded_path(settings, live_name(home))
+    with Catalog(settings) as catalog:
+        replica = EmbeddedReplica(settings, catalog)
+        try:
+            assert replica.refresh().copied == 0
+            assert replica._mirror is not None
+            copied = replica._mirror.path
+        finally:
+            replica.close()
+    assert _allocated(index) < _apparent(index)  # the engine's files are mostly holes
+    assert _allocated(copied) <= 1.1 * _allocated(index)
+
+
+def _allocated(folder: Path) -> int:
+    return sum(path.stat().st_blocks * 512 for path in folder.rglob("*") if path.is_file())
+
+
+def _apparent(folder: Path) -> int:
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
