@@ -70,14 +70,12 @@ class EdgeStore:
             self._lock.release()
             raise
 
-    def seed_from(self, source: Path) -> bool:
-        """Give a store that holds no shard yet a copy of the shard at ``source``, made under
-        that shard's lock (no process writes it meanwhile, a run waits); False, with nothing
-        copied, when this store holds a shard, or ``source`` holds none or is open elsewhere.
-        Copying the files is what makes a large index's copy take minutes, not the hours of
-        writing its points again."""
-        if self._shard is not None:
-            return False
+    def replace_with_copy_of(self, source: Path) -> bool:
+        """Make this store a copy of the shard at ``source`` (what it held is let go), the copy
+        made under that shard's lock: no process writes it meanwhile, a run waits. False, with
+        this store as it was, when ``source`` holds no shard or is open elsewhere. Copying the
+        files is what makes a large index's copy take minutes, not the hours of writing its
+        points again."""
         held = _lock_of(source)
         if not held.acquire(0):
             return False
@@ -92,9 +90,13 @@ class EdgeStore:
             raise
         finally:
             held.release()
+        if self._shard is not None:
+            self._shard.close()
+            self._shard = None
         shutil.rmtree(self.path, ignore_errors=True)
         copy.rename(self.path)
-        self._shard, self._config = self._load(), None
+        self._shard, self._config, self._written = self._load(), None, 0
+        self._holds_multilingual = None
         return True
 
     def _load(self) -> EdgeShard:

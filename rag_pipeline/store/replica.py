@@ -7,10 +7,11 @@ indexing run holds its shard while it writes. So the page keeps a replica of its
 run leaves readable while it writes: the catalog (a database read while it is written) and the
 embedding cache (SQLite in WAL mode). A document's points are rebuilt exactly as the run built
 them (``points_from_cache``) from the version the catalog names live, so the replica holds
-committed versions only. A first replica starts as a copy of the index's files, taken while no
-run holds them (else it is written point by point), then mended the same way: a document whose
-points there are of several versions is copied again. Queries never wait for a run, and never
-see a lock error.
+committed versions only. A replica that holds less than half of what the index should (a first
+start, a large import while the page was down) starts as a copy of the index's files, taken
+while no run holds them (else it is written point by point), then mended the same way: a
+document whose points there are of several versions is copied again. Queries never wait for a
+run, and never see a lock error.
 
 Either way the page answers from the live collection. When a collection built for other models
 goes live, the page switches to it (a new replica is built first, while the old one answers).
@@ -198,7 +199,7 @@ class EmbeddedReplica:
             return self._mirror.refresh(self.catalog, self._lock)
         # Another collection went live: build its replica, then swap; the old one answers
         # meanwhile (its own lock is not shared with queries until the swap).
-        mirror = _Mirror(self.settings, live)
+        mirror = _Mirror(self.settings, live, self.catalog)
         report = mirror.refresh(self.catalog, threading.Lock())
         with self._lock:
             previous, self._mirror = self._mirror, mirror
@@ -216,14 +217,17 @@ class EmbeddedReplica:
 class _Mirror:
     """The replica of one collection: its points, rebuilt from the catalog and the cache."""
 
-    def __init__(self, settings: Settings, collection: CollectionRecord) -> None:
+    def __init__(self, settings: Settings, collection: CollectionRecord, catalog: Catalog) -> None:
         self.collection = collection
         self.settings = settings.with_vector_models(collection.models)
         self.path = replica_root(settings) / collection.name
         self.store = EdgeStore(self.path)
-        # A first replica starts as a copy of the index's files; what it holds is then read
-        # back as any replica's is, so what a copy took that is not committed is mended.
-        self.store.seed_from(embedded_path(settings, collection.name))
+        # A replica far behind the index (a first start, a large import while the page was
+        # down) becomes a copy of the index's files instead of copying documents one by one.
+        # What it holds is then read back as any replica's is: what the copy took that is not
+        # committed is mended by the refreshes.
+        if self.store.count() * 2 < catalog.expected_points(collection.name):
+            self.store.replace_with_copy_of(embedded_path(settings, collection.name))
         sizes = vector_sizes(self.settings)
         self.store.ensure_collection(sizes.dense, sizes.image, sizes.multilingual)
         self._held = _versions_held(self.store)

@@ -190,3 +190,29 @@ def _allocated(folder: Path) -> int:
 
 def _apparent(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+
+
+def test_a_replica_far_behind_the_index_becomes_a_copy_of_it_when_the_page_starts(
+    tmp_path: Path,
+) -> None:
+    source = write_corpus(tmp_path / "docs")
+    home = tmp_path / "home"
+    assert main(["index", "--home", str(home), "--source", str(source)]) == 0
+    settings = load_settings(home)
+    with Catalog(settings) as catalog:
+        replica = EmbeddedReplica(settings, catalog)
+        replica.refresh()
+        replica.close()
+        # A large import while the page is down: most of the index is new to the replica.
+        for number in range(8):
+            (source / f"bird-{number}.md").write_text(
+                f"# Bird {number}\n\nBird {number} sings at dawn by the lake.", encoding="utf-8"
+            )
+        assert main(["index", "--home", str(home)]) == 0
+        reopened = EmbeddedReplica(settings, catalog)
+        try:
+            assert reopened.refresh().copied == 0  # copied as files, not document by document
+            found = _found(Retriever(settings, reopened), "which bird sings at dawn")
+            assert any(doc_id.startswith("docs/bird-") for doc_id in found)
+        finally:
+            reopened.close()
