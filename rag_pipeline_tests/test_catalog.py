@@ -169,6 +169,32 @@ def test_deleting_a_document_looks_its_rows_up_instead_of_reading_every_chunk(
     catalog.close()
 
 
+def test_what_search_leaves_out_is_read_by_key_not_from_every_chunk(home: Path) -> None:
+    """Read at every search: SQLite's plans must follow the keys of the offline passages'
+    documents (a join read every chunk of the collection, even with nothing offline)."""
+    catalog = Catalog(load_settings(home))
+    catalog.target_collection(COLLECTION, {}, {})
+    for doc_id in ("a", "b", "c"):
+        chunks = [_chunk(doc_id, "v1", i, text=f"{doc_id} passage {i}") for i in (0, 1)]
+        catalog.commit_document(COLLECTION, _record(doc_id, "v1"), chunks)
+    rejected = _chunks(catalog, COLLECTION, "b")[1]
+    catalog.set_availability("b", "rejected", "admin", text_hash=rejected["text_hash"])
+    catalog.set_availability("c", "archived", "admin")
+    connection: sqlite3.Connection = catalog.database._connection  # type: ignore[attr-defined]
+    statements: list[str] = []
+    connection.set_trace_callback(statements.append)
+    assert catalog.offline(COLLECTION) == (["c"], [rejected["chunk_id"]])
+    connection.set_trace_callback(None)
+    plans = [
+        " ".join(row[3] for row in connection.execute(f"EXPLAIN QUERY PLAN {statement}"))
+        for statement in statements
+        if "chunks" in statement
+    ]
+    # Not "chunks_of_document (collection=?)": every chunk of the collection.
+    assert plans and not [plan for plan in plans if "(collection=?)" in plan or "SCAN" in plan]
+    catalog.close()
+
+
 def test_a_run_reads_the_rows_of_its_own_documents_only(catalog: Catalog) -> None:
     for doc_id in ("a", "b", "c"):
         catalog.commit_document(COLLECTION, _record(doc_id, "v1"), [_chunk(doc_id, "v1", 0)])

@@ -334,13 +334,24 @@ class Catalog:
         documents = self.database.rows(
             "SELECT doc_id FROM availability WHERE text_hash = '' AND state <> 'active'"
         )
-        chunks = self.database.rows(
-            "SELECT c.chunk_id FROM availability a JOIN chunks c ON c.collection = ? "
-            "AND c.doc_id = a.doc_id AND c.text_hash = a.text_hash "
-            "WHERE a.text_hash <> '' AND a.state <> 'active'",
-            (collection,),
+        # The few offline passages first, then their documents' chunks by key: a join let
+        # SQLite read every chunk of the collection to probe the availability of each, at
+        # every search.
+        passages = set(
+            self.database.rows(
+                "SELECT doc_id, text_hash FROM availability "
+                "WHERE text_hash <> '' AND state <> 'active'"
+            )
         )
-        return [row[0] for row in documents], [row[0] for row in chunks]
+        chunks: list[str] = []
+        for batch in batched(sorted({doc_id for doc_id, _ in passages}), _IN_BATCH):
+            rows = self.database.rows(
+                "SELECT chunk_id, doc_id, text_hash FROM chunks WHERE collection = ? "
+                f"AND doc_id IN ({_marks(batch)})",
+                (collection, *batch),
+            )
+            chunks += [chunk_id for chunk_id, *passage in rows if tuple(passage) in passages]
+        return [row[0] for row in documents], chunks
 
     def live_offline(self) -> tuple[set[str], set[str]]:
         """:meth:`offline` for the live collection: (document ids, chunk ids); none before a
