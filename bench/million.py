@@ -326,7 +326,8 @@ def run(
             progress.steps.append(step)
             progress.save()
         previous = size
-        if size < documents and not room_to_grow(work, size, documents):
+        measured_further = any(step.documents > size for step in progress.steps)
+        if size < documents and not measured_further and not room_to_grow(work, size, documents):
             break
     print_table(progress.steps)
     if not keep:
