@@ -1,5 +1,6 @@
 """The page's copy of the embedded index: it answers while a run writes, and catches up after."""
 
+import json
 import subprocess
 import time
 from collections.abc import Callable
@@ -216,3 +217,36 @@ def test_a_replica_far_behind_the_index_becomes_a_copy_of_it_when_the_page_start
             assert any(doc_id.startswith("docs/bird-") for doc_id in found)
         finally:
             reopened.close()
+
+
+def test_a_page_started_again_reads_what_its_replica_holds_from_its_last_clean_close(
+    tmp_path: Path,
+) -> None:
+    source = write_corpus(tmp_path / "docs")
+    home = tmp_path / "home"
+    assert main(["index", "--home", str(home), "--source", str(source)]) == 0
+    settings = load_settings(home)
+    with Catalog(settings) as catalog:
+        replica = EmbeddedReplica(settings, catalog)
+        replica.refresh()
+        assert replica._mirror is not None
+        record = replica._mirror.path.with_name(f".{replica._mirror.path.name}.held.json")
+        replica.close()
+        held = json.loads(record.read_text())
+        assert set(held) == {"docs/guide.md", "docs/report.pdf", "docs/rivers.txt"}
+        # The record is what the next start goes by (here it says one document is stale).
+        record.write_text(json.dumps(held | {"docs/guide.md": "an older version"}))
+        reopened = EmbeddedReplica(settings, catalog)
+        try:
+            assert reopened.refresh().copied == 1
+            assert not record.exists()  # read once: a page that dies leaves none behind
+        finally:
+            reopened.close()
+        # Without a record (a page killed), what it holds is read back from its points.
+        record.unlink()
+        again = EmbeddedReplica(settings, catalog)
+        try:
+            assert again.refresh().copied == 0
+            assert "docs/guide.md" in _found(Retriever(settings, again), "when do owls hunt")
+        finally:
+            again.close()
