@@ -226,7 +226,7 @@ class _Mirror:
         self.store = EdgeStore(self.path)
         # What a clean close left of what the replica holds; gone once read, so that a page
         # that dies holding it leaves none behind to be trusted.
-        held = _read_held(self.path)
+        held = _read_held(self.path, self.store.count())
         # A replica far behind the index (a first start, a large import while the page was
         # down) becomes a copy of the index's files instead of copying documents one by one.
         # What it holds is then read back from its points: what the copy took that is not
@@ -323,7 +323,7 @@ class _Mirror:
     def close(self) -> None:
         """Close, leaving what the replica holds for the next start (reading every point's
         payload back took most of a page's start at 100,000 documents)."""
-        held = json.dumps(self._held).encode()
+        held = json.dumps({"points": self.store.count(), "held": self._held}).encode()
         write_atomically(
             _held_record(self.path), lambda temporary: Path(temporary).write_bytes(held)
         )
@@ -334,15 +334,19 @@ def _held_record(replica: Path) -> Path:
     return replica.with_name(f".{replica.name}.held.json")
 
 
-def _read_held(replica: Path) -> dict[str, str] | None:
-    """What the replica's last clean close said it holds (None when there is no record, or
-    one that cannot be read), the record removed."""
+def _read_held(replica: Path, points: int) -> dict[str, str] | None:
+    """What the replica's last clean close said it holds, the record removed; None when there
+    is no record, or one that cannot be read or was written of a replica with another number
+    of ``points`` than it has now (removed or changed since)."""
     record = _held_record(replica)
     try:
-        held = json.loads(record.read_bytes())
+        saved = json.loads(record.read_bytes())
     except (OSError, ValueError):
-        held = None
+        saved = None
     record.unlink(missing_ok=True)
+    if not isinstance(saved, dict) or saved.get("points") != points:
+        return None
+    held = saved.get("held")
     return held if isinstance(held, dict) else None
 
 

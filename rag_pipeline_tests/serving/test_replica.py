@@ -1,6 +1,7 @@
 """The page's copy of the embedded index: it answers while a run writes, and catches up after."""
 
 import json
+import shutil
 import subprocess
 import time
 from collections.abc import Callable
@@ -230,12 +231,14 @@ def test_a_page_started_again_reads_what_its_replica_holds_from_its_last_clean_c
         replica = EmbeddedReplica(settings, catalog)
         replica.refresh()
         assert replica._mirror is not None
-        record = replica._mirror.path.with_name(f".{replica._mirror.path.name}.held.json")
+        replica_path = replica._mirror.path
+        record = replica_path.with_name(f".{replica_path.name}.held.json")
         replica.close()
-        held = json.loads(record.read_text())
-        assert set(held) == {"docs/guide.md", "docs/report.pdf", "docs/rivers.txt"}
+        saved = json.loads(record.read_text())
+        assert set(saved["held"]) == {"docs/guide.md", "docs/report.pdf", "docs/rivers.txt"}
         # The record is what the next start goes by (here it says one document is stale).
-        record.write_text(json.dumps(held | {"docs/guide.md": "an older version"}))
+        saved["held"]["docs/guide.md"] = "an older version"
+        record.write_text(json.dumps(saved))
         reopened = EmbeddedReplica(settings, catalog)
         try:
             assert reopened.refresh().copied == 1
@@ -250,3 +253,15 @@ def test_a_page_started_again_reads_what_its_replica_holds_from_its_last_clean_c
             assert "docs/guide.md" in _found(Retriever(settings, again), "when do owls hunt")
         finally:
             again.close()
+        # A record of a replica that is gone is not believed: its documents are copied again.
+        shutil.rmtree(replica_path)
+        assert record.exists()
+        running = open_vector_store(settings, live_name(home), wait_seconds=0)  # no copy then
+        try:
+            emptied = EmbeddedReplica(settings, catalog)
+            try:
+                assert emptied.refresh().copied == 3
+            finally:
+                emptied.close()
+        finally:
+            running.close()
