@@ -108,8 +108,8 @@ class CollectionMirror:
         lock: threading.Lock,
     ) -> bool:
         """Copy a document's live version in, a batch at a time; False when it changed while
-        being read (the part copied is taken out again: the replica never holds two versions
-        of a document)."""
+        being read (the part copied is taken out again, or, when its rows were all read but
+        their count changed, the document is held at no version until it is copied again)."""
         version = record.indexed_version
         assert version is not None
         facts = DocumentFacts(
