@@ -49,12 +49,13 @@ class CollectionMirror:
         self.store = EdgeStore(self.path)
         # What a clean close left of what the replica holds; gone once read, so that a page
         # that dies holding it leaves none behind to be trusted.
-        held = _read_held(self.path, self.store.count())
+        points = self.store.count()
+        held = _read_held(self.path, points)
         # A replica far behind the index (a first start, a large import while the page was
         # down) becomes a copy of the index's files instead of copying documents one by one.
         # What it holds is then read back from its points: what the copy took that is not
         # committed is mended by the refreshes.
-        if self.store.count() * 2 < catalog.expected_points(
+        if points * 2 < catalog.expected_points(
             collection.name
         ) and self.store.replace_with_copy_of(embedded_path(settings, collection.name)):
             held = None

@@ -11,7 +11,7 @@ from uuid import UUID
 from rag_pipeline import ids
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.cli import main
-from rag_pipeline.config import load_settings
+from rag_pipeline.config import Settings, load_settings
 from rag_pipeline.embedding import open_embedding_cache
 from rag_pipeline.store import EmbeddedReplica, embedded_path, open_vector_store
 from rag_pipeline.store.points import VectorModels, points_from_cache
@@ -28,10 +28,7 @@ def _found(retriever: Retriever, query: str) -> set[str]:
 def test_the_replica_answers_during_an_indexing_run_and_catches_up_after_it(
     tmp_path: Path, index_process: Callable[[Path], subprocess.Popen[str]]
 ) -> None:
-    source = write_corpus(tmp_path / "docs")
-    home = tmp_path / "home"
-    assert main(["index", "--home", str(home), "--source", str(source)]) == 0
-    settings = load_settings(home)
+    home, settings = _indexed_corpus(tmp_path)
     catalog = Catalog(settings)
     replica = EmbeddedReplica(settings, catalog)
     try:
@@ -39,6 +36,7 @@ def test_the_replica_answers_during_an_indexing_run_and_catches_up_after_it(
         retriever = Retriever(settings, replica)
         assert "docs/guide.md" in _found(retriever, "when do owls hunt")
 
+        source = tmp_path / "docs"
         (source / "storks.md").write_text("# Storks\n\nStorks nest on rooftops.", encoding="utf-8")
         (source / "guide.md").unlink()
         run = index_process(home)
@@ -88,10 +86,7 @@ def test_a_refresh_with_nothing_new_copies_nothing(tmp_path: Path) -> None:
 def test_a_first_replica_copied_with_points_no_run_committed_keeps_only_the_committed_ones(
     tmp_path: Path,
 ) -> None:
-    source = write_corpus(tmp_path / "docs")
-    home = tmp_path / "home"
-    assert main(["index", "--home", str(home), "--source", str(source)]) == 0
-    settings = load_settings(home)
+    home, settings = _indexed_corpus(tmp_path)
     name = live_name(home)
     with Catalog(settings) as catalog:
         # A run killed after writing a new version's points, before the catalog's commit.
@@ -149,10 +144,7 @@ def _replica_points(replica: EmbeddedReplica) -> list[tuple[str, str]]:
 def test_a_first_replica_is_written_point_by_point_while_a_run_holds_the_index(
     tmp_path: Path,
 ) -> None:
-    source = write_corpus(tmp_path / "docs")
-    home = tmp_path / "home"
-    assert main(["index", "--home", str(home), "--source", str(source)]) == 0
-    settings = load_settings(home)
+    home, settings = _indexed_corpus(tmp_path)
     running = open_vector_store(settings, live_name(home), wait_seconds=0)  # as a run holds it
     try:
         with Catalog(settings) as catalog:
@@ -169,10 +161,7 @@ def test_a_first_replica_is_written_point_by_point_while_a_run_holds_the_index(
 def test_a_first_replica_takes_the_disk_the_index_takes_not_its_files_preallocated_size(
     tmp_path: Path,
 ) -> None:
-    source = write_corpus(tmp_path / "docs")
-    home = tmp_path / "home"
-    assert main(["index", "--home", str(home), "--source", str(source)]) == 0
-    settings = load_settings(home)
+    home, settings = _indexed_corpus(tmp_path)
     index = embedded_path(settings, live_name(home))
     with Catalog(settings) as catalog:
         replica = EmbeddedReplica(settings, catalog)
@@ -197,17 +186,14 @@ def _apparent(folder: Path) -> int:
 def test_a_replica_far_behind_the_index_becomes_a_copy_of_it_when_the_page_starts(
     tmp_path: Path,
 ) -> None:
-    source = write_corpus(tmp_path / "docs")
-    home = tmp_path / "home"
-    assert main(["index", "--home", str(home), "--source", str(source)]) == 0
-    settings = load_settings(home)
+    home, settings = _indexed_corpus(tmp_path)
     with Catalog(settings) as catalog:
         replica = EmbeddedReplica(settings, catalog)
         replica.refresh()
         replica.close()
         # A large import while the page is down: most of the index is new to the replica.
         for number in range(8):
-            (source / f"bird-{number}.md").write_text(
+            (tmp_path / "docs" / f"bird-{number}.md").write_text(
                 f"# Bird {number}\n\nBird {number} sings at dawn by the lake.", encoding="utf-8"
             )
         assert main(["index", "--home", str(home)]) == 0
@@ -223,10 +209,7 @@ def test_a_replica_far_behind_the_index_becomes_a_copy_of_it_when_the_page_start
 def test_a_page_started_again_reads_what_its_replica_holds_from_its_last_clean_close(
     tmp_path: Path,
 ) -> None:
-    source = write_corpus(tmp_path / "docs")
-    home = tmp_path / "home"
-    assert main(["index", "--home", str(home), "--source", str(source)]) == 0
-    settings = load_settings(home)
+    home, settings = _indexed_corpus(tmp_path)
     with Catalog(settings) as catalog:
         replica = EmbeddedReplica(settings, catalog)
         replica.refresh()
@@ -265,3 +248,11 @@ def test_a_page_started_again_reads_what_its_replica_holds_from_its_last_clean_c
                 emptied.close()
         finally:
             running.close()
+
+
+def _indexed_corpus(tmp_path: Path) -> tuple[Path, Settings]:
+    """A home that has indexed the three-document corpus (its folder ``tmp_path/docs``)."""
+    source = write_corpus(tmp_path / "docs")
+    home = tmp_path / "home"
+    assert main(["index", "--home", str(home), "--source", str(source)]) == 0
+    return home, load_settings(home)
