@@ -4,9 +4,9 @@ For each N, a fresh scratch database (``rag_bench_partitions_<N>``, dropped at t
 the instance the project writes (``defs/instance.py``: dagster-postgres, the queued run
 coordinator). Timed, each with the project's own code:
 
-- add: the first index of N documents, ``plan_index_run`` (``arrange_partitions``) from an empty
-  instance: one ``add_dynamic_partitions`` call with the N keys, as the project makes it;
-- arrange: ``plan_index_run`` for 100 changed documents that are the last 100 partitions (left in
+- add: the first index of N documents, ``plan_index_runs`` (``arrange_partition_ranges``) from
+  an empty instance: one ``add_dynamic_partitions`` call with the N keys, as the project makes it;
+- arrange: ``plan_index_runs`` for 100 changed documents that are the last 100 partitions (left in
   place), 100 contiguous ones in the middle (left in place too), and 100 spread over all N
   (deleted one by one and added again at the end): median of ``--repeat``;
 - plan+submit: what the sensor daemon does with the sensor's ``RunRequest`` over the spread batch
@@ -65,7 +65,7 @@ from dagster._core.workspace.load_target import ModuleTarget
 from rag_pipeline.config import HOME_ENV, Settings, load_settings
 from rag_pipeline.definitions import defs
 from rag_pipeline.defs.instance import dagster_home, get_instance
-from rag_pipeline.defs.runs import TRIGGER_TAG, PlannedRun, index_documents_job, plan_index_run
+from rag_pipeline.defs.runs import TRIGGER_TAG, PlannedRun, index_documents_job, plan_index_runs
 from rag_pipeline.defs.sensors import watched_folders_sensor
 from rag_pipeline.ids import DEFAULT_WORKSPACE, partition_key
 from rag_pipeline.manifest import ManifestDiff
@@ -114,10 +114,13 @@ def scratch_database(admin_url: str, name: str) -> Iterator[str]:
 def plan(
     instance: DagsterInstance, settings: Settings, batch: list[str], docs: list[str]
 ) -> PlannedRun:
-    """The sensor's and CLI's planning for ``batch`` changed out of ``docs``."""
-    return plan_index_run(
-        instance, settings, ManifestDiff(files={}, changed=batch, catalogued=docs)
+    """The sensor's and CLI's planning for ``batch`` changed out of ``docs``, as one run."""
+    one_run = settings.model_copy(
+        update={"indexing": settings.indexing.model_copy(update={"run_documents": len(batch)})}
     )
+    diff = ManifestDiff(files={}, changed=batch, catalogued=docs)
+    [planned] = plan_index_runs(instance, one_run, diff)
+    return planned
 
 
 @dataclass

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dagster import AssetCheckKey, AssetKey, AssetRecordsFilter
+from dagster import AssetCheckKey, AssetKey, AssetRecordsFilter, DagsterRunStatus
 
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.cli import main
@@ -539,6 +539,27 @@ def test_with_document_buckets_runs_and_reports_cover_buckets_and_only_changes_a
     assert changed["documents_index"] == 1
     assert changed["documents"] == changed["documents_index"] + changed["documents_unchanged"]
     assert changed["documents"] >= members
+
+
+def test_index_runs_a_large_change_as_runs_of_run_documents_each_naming_its_documents(
+    cli: Cli, home: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each run commits what it did (a stopped first index of hours keeps all but one run's
+    # work); a bucket run is told its documents, as a scan of every folder per run would cost
+    # the whole share each time.
+    monkeypatch.setenv("RAG_PIPELINE_DAGSTER__DOCUMENT_BUCKETS", "4")
+    monkeypatch.setenv("RAG_PIPELINE_INDEXING__DIRECT_DOCUMENTS", "0")
+    monkeypatch.setenv("RAG_PIPELINE_INDEXING__RUN_DOCUMENTS", "2")
+    assert "added 5" in cli("index", "--home", home, "--source", corpus).out
+    documents = set(_status(cli, home))
+    assert len(documents) == 5 and inconsistencies(home) == []
+    with dagster_view(home) as instance:
+        runs = instance.get_runs()
+    assert len(runs) > 1 and all(run.status == DagsterRunStatus.SUCCESS for run in runs)
+    named = [run.run_config["resources"]["indexing"]["config"]["bucket_documents"] for run in runs]
+    assert sorted(doc_id for run_documents in named for doc_id in run_documents) == sorted(
+        documents
+    )
 
 
 def test_an_exact_identifier_found_in_one_chunk_comes_first(

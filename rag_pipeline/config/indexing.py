@@ -63,11 +63,12 @@ class IndexingSettings(BaseModel):
         "(network mounts that deliver none).",
     )
     run_documents: int = Field(
-        1000,
+        10_000,
         ge=1,
-        description="Most documents in one queued run: the sensor and `index --parallel` split "
-        "a larger change set into several runs, which Dagster's queue runs side by side "
-        "(dagster.max_concurrent_runs at a time). `index` without --parallel is one run.",
+        description="Most documents in one Dagster run. `index` runs a larger change as several "
+        "runs one after another, each committing what it did (a stopped `index` keeps all but "
+        "its last run's work); the sensor and `index --parallel` queue them, and Dagster's "
+        "queue runs them side by side (dagster.max_concurrent_runs at a time).",
     )
     direct_documents: int = Field(
         10,

@@ -44,20 +44,9 @@ def documents_by_partition(
     return grouped
 
 
-def arrange_partitions(
-    instance: DagsterInstance,
-    workspace: str,
-    documents: list[str],
-    listed: Iterable[str],
-    *,
-    buckets: int = 0,
-) -> dict[str, str]:
-    """Make the partitions of a workspace's ``documents`` one contiguous range and return the
-    run tags for it (see :func:`arrange_partition_ranges`)."""
-    ranges = arrange_partition_ranges(
-        instance, workspace, documents, listed, max(len(documents), 1), buckets=buckets
-    )
-    return ranges[0] if ranges else {}
+def range_tags(keys: list[str]) -> dict[str, str]:
+    """The run tags of a range of consecutive partition keys."""
+    return {RANGE_START_TAG: keys[0], RANGE_END_TAG: keys[-1]}
 
 
 def arrange_partition_ranges(
@@ -68,10 +57,10 @@ def arrange_partition_ranges(
     run_documents: int,
     *,
     buckets: int = 0,
-) -> list[dict[str, str]]:
-    """Make the partitions of a workspace's ``documents`` one contiguous range and return the
-    run tags of its consecutive slices of about ``run_documents`` documents (each a range; with
-    ``buckets``, of as many buckets as hold that many of ``documents`` on average).
+) -> list[list[str]]:
+    """Make the partitions of a workspace's ``documents`` one contiguous range and return its
+    consecutive slices of about ``run_documents`` documents, each a range of partition keys in
+    order (with ``buckets``, as many buckets as hold that many of ``documents`` on average).
 
     ``listed`` are all the workspace's documents that should have a partition (on disk or in
     the catalog); its partitions of anything else are removed, missing ones added; other
@@ -108,9 +97,7 @@ def arrange_partition_ranges(
         ordered = batch
         instance.add_dynamic_partitions(DOCUMENTS, others + batch)
     return [
-        {RANGE_START_TAG: ordered[start], RANGE_END_TAG: ordered[end - 1]}
-        for start in range(0, len(ordered), run_partitions)
-        for end in [min(start + run_partitions, len(ordered))]
+        ordered[start : start + run_partitions] for start in range(0, len(ordered), run_partitions)
     ]
 
 

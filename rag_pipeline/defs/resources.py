@@ -21,6 +21,12 @@ class IndexingResource(ConfigurableResource):
         description="The rag-pipeline home folder; default $RAG_PIPELINE_HOME or ./data.",
     )
     workspace: str = Field(default=DEFAULT_WORKSPACE, description="The workspace's id.")
+    bucket_documents: list[str] = Field(
+        default_factory=list,
+        description="With dagster.document_buckets, the documents the run's buckets hold (on "
+        "disk or to be deleted), as the planner found them; when empty (a run launched by "
+        "hand), the folders are scanned for them.",
+    )
     _exit_stack: ExitStack = PrivateAttr(default_factory=ExitStack)
     _indexer: Indexer | None = PrivateAttr(default=None)
     _members: dict[str, list[str]] | None = PrivateAttr(default=None)
@@ -35,7 +41,7 @@ class IndexingResource(ConfigurableResource):
     def members(self, partition_keys: list[str]) -> dict[str, list[str]]:
         """Partition key → its documents, for the run's partitions, all of this workspace's:
         a document's partition holds it; a bucket every document of the workspace that falls
-        in it, on disk or to be deleted (found once per run: every step asks)."""
+        in it, on disk or to be deleted (as planned, or found once per run: every step asks)."""
         if self._members is None or list(self._members) != partition_keys:
             members: dict[str, list[str]] = {}
             for key in partition_keys:
@@ -55,8 +61,11 @@ class IndexingResource(ConfigurableResource):
             raise ValueError(
                 "the run's partitions are buckets, but dagster.document_buckets is 0: plan again"
             )
-        diff = find_changes(settings, indexer.catalog, indexer.collection.name)
-        listed = documents_by_partition(self.workspace, [*diff.files, *diff.deleted], buckets)
+        if self.bucket_documents:
+            listed = documents_by_partition(self.workspace, self.bucket_documents, buckets)
+        else:  # a scan of every folder, which the planner has already made
+            diff = find_changes(settings, indexer.catalog, indexer.collection.name)
+            listed = documents_by_partition(self.workspace, [*diff.files, *diff.deleted], buckets)
         for key, doc_ids in members.items():
             if not doc_ids:
                 members[key] = listed.get(key, [])

@@ -21,7 +21,12 @@ from dagster import (
 
 from rag_pipeline.config import Settings, load_settings
 from rag_pipeline.defs.assets import VECTOR_STORE_POOL, document_assets
-from rag_pipeline.defs.partitions import PLAN_TAG, arrange_partition_ranges, arrange_partitions
+from rag_pipeline.defs.partitions import (
+    PLAN_TAG,
+    arrange_partition_ranges,
+    documents_by_partition,
+    range_tags,
+)
 from rag_pipeline.ids import DEFAULT_WORKSPACE
 from rag_pipeline.locking import (
     LockPlace,
@@ -58,49 +63,39 @@ WORKSPACE_TAG = "rag_pipeline/workspace"
 
 @dataclass(frozen=True, slots=True)
 class PlannedRun:
-    diff: ManifestDiff
-    tags: dict[str, str]  # partition range and workspace; empty when there is nothing to do
-    run_key: str | None = None  # a queued run's, unique to its plan and part of it
+    tags: dict[str, str]  # partition range, workspace and plan
+    run_key: str  # unique to its plan and part of it
+    # With dagster.document_buckets, the documents its buckets hold (on disk or to be deleted).
+    bucket_documents: tuple[str, ...] = ()
 
     def run_config(self, settings: Settings, *, retry_failed: bool = False) -> dict[str, Any]:
-        where = {"home": str(settings.root), "workspace": settings.workspace}
+        where: dict[str, Any] = {"home": str(settings.root), "workspace": settings.workspace}
+        if self.bucket_documents:
+            where["bucket_documents"] = list(self.bucket_documents)
         config: dict[str, Any] = {"resources": {"indexing": {"config": where}}}
         if retry_failed:
             config["ops"] = {"file_manifest": {"config": {"retry_failed": True}}}
         return config
 
 
-def plan_index_run(instance: DagsterInstance, settings: Settings, diff: ManifestDiff) -> PlannedRun:
-    """Sync the workspace's partitions with its documents, and range the ones to (re)index."""
-    tags = arrange_partitions(
-        instance,
-        settings.workspace,
-        diff.to_process,
-        diff.documents,
-        buckets=settings.dagster.document_buckets,
-    )
-    if tags:
-        tags[WORKSPACE_TAG] = settings.workspace
-    return PlannedRun(diff=diff, tags=tags)
-
-
 def plan_index_runs(
     instance: DagsterInstance, settings: Settings, diff: ManifestDiff
 ) -> list[PlannedRun]:
-    """As :func:`plan_index_run`, cut into runs of at most ``indexing.run_documents`` documents
-    for the run queue, each with a run key.
+    """Sync the workspace's partitions with its documents, and range the ones to (re)index, cut
+    into runs of at most ``indexing.run_documents`` documents, each with a run key.
 
     The keys name the plan: the documents and the workspace's latest run. The same plan asked
     for again (a sensor tick evaluated twice) has the same keys, and Dagster launches a key
     once; any run since (a failed one, a file changed back, A → B → A) makes new keys.
     """
+    buckets = settings.dagster.document_buckets
     ranges = arrange_partition_ranges(
         instance,
         settings.workspace,
         diff.to_process,
         diff.documents,
         settings.indexing.run_documents,
-        buckets=settings.dagster.document_buckets,
+        buckets=buckets,
     )
     latest = instance.get_runs(
         RunsFilter(job_name=index_documents_job.name, tags={WORKSPACE_TAG: settings.workspace}),
@@ -111,13 +106,16 @@ def plan_index_runs(
             [settings.workspace, latest[0].run_id if latest else "", diff.to_process]
         ).encode()
     ).hexdigest()[:16]
+    in_bucket = documents_by_partition(settings.workspace, [*diff.files, *diff.deleted], buckets)
     return [
         PlannedRun(
-            diff=diff,
-            tags=tags | {WORKSPACE_TAG: settings.workspace, PLAN_TAG: plan},
+            tags=range_tags(keys) | {WORKSPACE_TAG: settings.workspace, PLAN_TAG: plan},
             run_key=f"{plan}-{part}-of-{len(ranges)}",
+            bucket_documents=tuple(doc for key in keys for doc in in_bucket[key])
+            if buckets
+            else (),
         )
-        for part, tags in enumerate(ranges, 1)
+        for part, keys in enumerate(ranges, 1)
     ]
 
 

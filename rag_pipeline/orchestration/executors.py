@@ -2,7 +2,7 @@
 
 - :class:`Direct`: in this process without Dagster (``indexing/direct.py``), for a small change;
   Dagster takes seconds to import and open. The next Dagster run reports it.
-- :class:`InProcess`: one Dagster run in this process.
+- :class:`InProcess`: Dagster runs in this process, one after another.
 - :class:`Queued`: runs in Dagster's queue, started by a ``dagster-daemon`` (``defs/queue.py``),
   ``dagster.max_concurrent_runs`` at a time.
 
@@ -37,8 +37,8 @@ class Executor(Protocol):
 def choose_executor(
     settings: Settings, documents: int, *, parallel: int | None, verbose: bool
 ) -> Executor:
-    """Queued runs when asked for (``parallel``), else a small change without Dagster, else one
-    Dagster run in this process."""
+    """Queued runs when asked for (``parallel``), else a small change without Dagster, else
+    Dagster runs in this process."""
     if parallel:
         return Queued()
     if indexes_directly(settings, documents):
@@ -68,29 +68,38 @@ class InProcess:
     def start(
         self, settings: Settings, diff: ManifestDiff, *, retry_failed: bool, trigger: str
     ) -> Wait:
+        """The diff's documents as runs of at most ``indexing.run_documents``, one after another
+        in this process: each commits what it did, so a change of hours stopped mid-way loses
+        one run's work, and a run's memory does not grow with the change."""
         from rag_pipeline.definitions import defs
         from rag_pipeline.defs.instance import get_instance
         from rag_pipeline.defs.partitions import remove_partitions
         from rag_pipeline.defs.planning import clear_the_way
-        from rag_pipeline.defs.runs import TRIGGER_TAG, index_documents_job, plan_index_run
+        from rag_pipeline.defs.runs import TRIGGER_TAG, index_documents_job, plan_index_runs
 
         _log_change(diff)
+        job = defs.resolve_job_def(index_documents_job.name)
+        level = "DEBUG" if self.verbose else "ERROR"
+        succeeded = True
         with get_instance(settings) as instance:
             clear_the_way(instance, settings)
-            planned = plan_index_run(instance, settings, diff)
-            level = "DEBUG" if self.verbose else "ERROR"
-            result = defs.resolve_job_def(index_documents_job.name).execute_in_process(
-                instance=instance,
-                run_config=planned.run_config(settings, retry_failed=retry_failed)
-                | {"loggers": {"console": {"config": {"log_level": level}}}},
-                tags={**planned.tags, TRIGGER_TAG: trigger},
-                raise_on_error=False,
-            )
-            if result.success:
+            planned_runs = plan_index_runs(instance, settings, diff)
+            for part, planned in enumerate(planned_runs, 1):
+                if len(planned_runs) > 1:
+                    logger.info("run %d of %d", part, len(planned_runs))
+                result = job.execute_in_process(
+                    instance=instance,
+                    run_config=planned.run_config(settings, retry_failed=retry_failed)
+                    | {"loggers": {"console": {"config": {"log_level": level}}}},
+                    tags={**planned.tags, TRIGGER_TAG: trigger},
+                    raise_on_error=False,
+                )
+                if not result.success:
+                    logger.error("the Dagster run %s failed; see `rag-pipeline ui`", result.run_id)
+                    succeeded = False
+            if succeeded:
                 remove_partitions(instance, settings, diff.deleted)
-            else:
-                logger.error("the Dagster run %s failed; see `rag-pipeline ui`", result.run_id)
-        return lambda: result.success
+        return lambda: succeeded
 
 
 class Queued:

@@ -10,10 +10,7 @@ from rag_pipeline.defs.assets import document_assets
 from rag_pipeline.defs.instance import instance_config, write_instance_config
 from rag_pipeline.defs.partitions import (
     DOCUMENTS,
-    RANGE_END_TAG,
-    RANGE_START_TAG,
     arrange_partition_ranges,
-    arrange_partitions,
     remove_other_workspaces_partitions,
 )
 from rag_pipeline.ids import DEFAULT_WORKSPACE, is_bucket, partition_key
@@ -105,41 +102,46 @@ def test_the_instance_file_holding_a_password_stays_private_when_rewritten(home:
     assert [path.name for path in written.parent.iterdir() if path.name.endswith(".tmp")] == []
 
 
+def _arrange(
+    instance: DagsterInstance, workspace: str, documents: list[str], listed: list[str]
+) -> list[str]:
+    """The partition range of ``documents`` planned as one run."""
+    ranges = arrange_partition_ranges(
+        instance, workspace, documents, listed, max(len(documents), 1)
+    )
+    assert len(ranges) <= 1
+    return ranges[0] if ranges else []
+
+
 def test_a_batch_becomes_one_contiguous_partition_range() -> None:
     with DagsterInstance.ephemeral() as instance:
-        arrange_partitions(instance, DEFAULT_WORKSPACE, ["a", "b", "c", "d"], [])
+        _arrange(instance, DEFAULT_WORKSPACE, ["a", "b", "c", "d"], [])
         # b and d changed: not contiguous, so they move to the end together.
-        tags = arrange_partitions(instance, DEFAULT_WORKSPACE, ["b", "d"], ["a", "b", "c", "d"])
+        ranged = _arrange(instance, DEFAULT_WORKSPACE, ["b", "d"], ["a", "b", "c", "d"])
         keys = instance.get_dynamic_partitions(DOCUMENTS)
-        start, end = keys.index(tags[RANGE_START_TAG]), keys.index(tags[RANGE_END_TAG])
-        assert sorted(keys[start : end + 1]) == ["b", "d"]
+        assert keys[-2:] == ranged and sorted(ranged) == ["b", "d"]
         # A single document is always contiguous: nothing moves.
         before = instance.get_dynamic_partitions(DOCUMENTS)
-        assert arrange_partitions(instance, DEFAULT_WORKSPACE, ["a"], before) == {
-            RANGE_START_TAG: "a",
-            RANGE_END_TAG: "a",
-        }
+        assert _arrange(instance, DEFAULT_WORKSPACE, ["a"], before) == ["a"]
         assert instance.get_dynamic_partitions(DOCUMENTS) == before
         # Partitions of documents that exist nowhere any more are removed.
-        arrange_partitions(instance, DEFAULT_WORKSPACE, [], ["a", "b"])
+        _arrange(instance, DEFAULT_WORKSPACE, [], ["a", "b"])
         assert sorted(instance.get_dynamic_partitions(DOCUMENTS)) == ["a", "b"]
 
 
 def test_a_workspace_arranges_only_its_own_partitions() -> None:
     with DagsterInstance.ephemeral() as instance:
-        arrange_partitions(instance, DEFAULT_WORKSPACE, ["a", "b"], [])
-        tags = arrange_partitions(instance, "acme", ["a", "c"], [])
-        assert (tags[RANGE_START_TAG], tags[RANGE_END_TAG]) == ("/acme/a", "/acme/c")
+        _arrange(instance, DEFAULT_WORKSPACE, ["a", "b"], [])
+        assert _arrange(instance, "acme", ["a", "c"], []) == ["/acme/a", "/acme/c"]
         # acme's "a" is not the default workspace's "a"; neither run removes the other's.
-        arrange_partitions(instance, DEFAULT_WORKSPACE, ["b"], ["b"])
-        arrange_partitions(instance, "acme", [], ["c"])
+        _arrange(instance, DEFAULT_WORKSPACE, ["b"], ["b"])
+        _arrange(instance, "acme", [], ["c"])
         assert sorted(instance.get_dynamic_partitions(DOCUMENTS)) == ["/acme/c", "b"]
         # A range that other workspaces' partitions would break up is moved.
-        arrange_partitions(instance, DEFAULT_WORKSPACE, ["a"], ["a", "b"])
-        tags = arrange_partitions(instance, DEFAULT_WORKSPACE, ["b", "a"], ["a", "b"])
+        _arrange(instance, DEFAULT_WORKSPACE, ["a"], ["a", "b"])
+        ranged = _arrange(instance, DEFAULT_WORKSPACE, ["b", "a"], ["a", "b"])
         keys = instance.get_dynamic_partitions(DOCUMENTS)
-        start, end = keys.index(tags[RANGE_START_TAG]), keys.index(tags[RANGE_END_TAG])
-        assert sorted(keys[start : end + 1]) == ["a", "b"]
+        assert keys[-2:] == ranged and sorted(ranged) == ["a", "b"]
         remove_other_workspaces_partitions(instance, {DEFAULT_WORKSPACE})
         assert sorted(instance.get_dynamic_partitions(DOCUMENTS)) == ["a", "b"]
 
@@ -149,17 +151,15 @@ def test_with_buckets_a_batch_is_ranged_by_bucket_and_runs_are_cut_by_documents(
     buckets = {partition_key(DEFAULT_WORKSPACE, doc_id, 8) for doc_id in documents}
     assert len(buckets) == 8 and all(is_bucket(key) for key in buckets)
     with DagsterInstance.ephemeral() as instance:
-        arrange_partitions(instance, DEFAULT_WORKSPACE, ["docs/a.md"], [])  # a document's
+        _arrange(instance, DEFAULT_WORKSPACE, ["docs/a.md"], [])  # a document's
         ranges = arrange_partition_ranges(
             instance, DEFAULT_WORKSPACE, documents, documents, 10, buckets=8
         )
         # The document partition is gone; every bucket is in one of the ranges.
         keys = instance.get_dynamic_partitions(DOCUMENTS)
         assert sorted(keys) == sorted(buckets)
-        ranged = [
-            keys[keys.index(tags[RANGE_START_TAG]) : keys.index(tags[RANGE_END_TAG]) + 1]
-            for tags in ranges
-        ]
+        ranged = [keys[keys.index(part[0]) : keys.index(part[-1]) + 1] for part in ranges]
+        assert ranged == ranges
         assert sorted(key for part in ranged for key in part) == sorted(buckets)
         # 40 documents in runs of about 10: 4 runs of 2 buckets (5 documents a bucket).
         assert [len(part) for part in ranged] == [2, 2, 2, 2]
