@@ -233,8 +233,10 @@ def run(
             progress.steps.append(step)
             progress.save()
         previous = size
-        measured_further = any(step.documents > size for step in progress.steps)
-        if size < documents and not measured_further and not room_to_grow(work, size, documents):
+        # Checked before the next step writes its documents; once written (a resumed bench),
+        # the work folder no longer tells the bytes a document of this step.
+        grown_further = progress.written > size or any(s.documents > size for s in progress.steps)
+        if size < documents and not grown_further and not room_to_grow(work, size, documents):
             break
     print_table(progress.steps)
     if not keep:
