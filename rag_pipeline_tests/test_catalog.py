@@ -219,15 +219,19 @@ def test_known_files_are_the_documents_rows_narrowed_to_what_a_scan_compares(
     assert known["a"].state == "failed" and known["b"].version == "v1"
 
 
-def test_chunk_versions_count_each_documents_chunks_by_version_in_one_read(
+def test_chunk_keys_name_every_chunk_of_the_collection_document_by_document_in_batches(
     catalog: Catalog,
 ) -> None:
     catalog.commit_document(
-        COLLECTION, _record("a", "v2"), [_chunk("a", "v2", 0), _chunk("a", "v2", 1)]
+        COLLECTION, _record("b", "v2"), [_chunk("b", "v2", 0), _chunk("b", "v2", 1)]
     )
-    catalog.commit_document(COLLECTION, _record("b", "v1", chunks=1), [_chunk("b", "v1", 0)])
+    catalog.commit_document(COLLECTION, _record("a", "v1", chunks=1), [_chunk("a", "v1", 0)])
     catalog.commit_document("other", _record("c", "v1", chunks=1), [_chunk("c", "v1", 0)])
-    assert catalog.chunk_versions(COLLECTION) == {"a": {"v2": 2}, "b": {"v1": 1}}
+    assert list(catalog.chunk_keys(COLLECTION, size=2)) == [
+        ("a", "v1", "a@v1#0"),
+        ("b", "v2", "b@v2#0"),
+        ("b", "v2", "b@v2#1"),
+    ]
 
 
 def test_the_export_reads_documents_and_chunks_in_batches_in_order(catalog: Catalog) -> None:

@@ -202,6 +202,15 @@ class Catalog:
         )
         return DocumentRecord(*rows[0]) if rows else None
 
+    def indexed_chunks(self, collection: str) -> dict[str, tuple[str, int]]:
+        """doc id → (its indexed version, its chunks), for every document that has one."""
+        rows = self.database.rows(
+            "SELECT doc_id, indexed_version, chunks FROM documents WHERE collection = ? "
+            "AND indexed_version IS NOT NULL",
+            (collection,),
+        )
+        return {doc_id: (version, chunks) for doc_id, version, chunks in rows}
+
     def live_versions(
         self, collection: str, doc_ids: Iterable[str] | None = None
     ) -> dict[str, str]:
@@ -255,17 +264,6 @@ class Catalog:
             {"text": text, "kinds": json.loads(kinds), "page_start": page}
             for text, kinds, page in rows
         ]
-
-    def chunk_versions(self, collection: str) -> dict[str, dict[str, int]]:
-        """doc id → {version: its chunks} over the whole collection, in one read (``check``)."""
-        counts: dict[str, dict[str, int]] = {}
-        for doc_id, version, count in self.database.rows(
-            "SELECT doc_id, version, COUNT(*) FROM chunks WHERE collection = ? "
-            "GROUP BY doc_id, version",
-            (collection,),
-        ):
-            counts.setdefault(doc_id, {})[version] = count
-        return counts
 
     def chunk_context(
         self, collection: str, chunk_id: str
@@ -480,17 +478,31 @@ class Catalog:
             after = rows[-1][0]
 
     def chunk_rows(self, collection: str, size: int = _INSERT_BATCH) -> Iterator[dict[str, Any]]:
-        """Every chunk of the collection, document by document, ``size`` rows a read (along
-        the chunks' index, not a read per document)."""
+        """Every chunk of the collection, document by document, ``size`` rows a read."""
+        for rows in self._chunk_batches(collection, _CHUNK_COLUMNS, size):
+            yield from (chunk_from_sql(row) for row in rows)
+
+    def chunk_keys(
+        self, collection: str, size: int = _INSERT_BATCH
+    ) -> Iterator[tuple[str, str, str]]:
+        """(doc id, version, chunk id) of every chunk of the collection, document by document,
+        ``size`` rows a read."""
+        for rows in self._chunk_batches(collection, "doc_id, version, chunk_id", size):
+            yield from rows
+
+    def _chunk_batches(
+        self, collection: str, columns: str, size: int
+    ) -> Iterator[list[tuple[Any, ...]]]:
+        """``columns`` of the collection's chunks in batches of ``size``, along the chunks'
+        index (doc id, chunk index): a read per batch, not per document."""
         after: tuple[str, int] = ("", -1)
         while rows := self.database.rows(
-            f"SELECT {_CHUNK_COLUMNS} FROM chunks WHERE collection = ? "
+            f"SELECT {columns}, doc_id, chunk_index FROM chunks WHERE collection = ? "
             "AND (doc_id, chunk_index) > (?, ?) ORDER BY doc_id, chunk_index LIMIT ?",
             (collection, *after, size),
         ):
-            batch = [chunk_from_sql(row) for row in rows]
-            yield from batch
-            after = (batch[-1]["doc_id"], batch[-1]["chunk_index"])
+            yield [row[:-2] for row in rows]
+            after = rows[-1][-2:]
 
 
 def _upsert(executor: Executor, collection: str, record: DocumentRecord) -> None:

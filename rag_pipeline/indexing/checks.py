@@ -8,7 +8,6 @@ indexed again, points of versions that are not live are deleted.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from rag_pipeline.store import (
     passed_verification_record,
     vector_sizes,
 )
+from rag_pipeline.store.consistency import take_census
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +49,7 @@ def verify_store(
     """Compare the store's points with the catalog, and flag what is wrong for repair.
 
     Equal totals and exact counts for ``doc_ids`` (a run's own documents) are taken as proof:
-    only a mismatch is worth reading every point's owner, which is slow on a large index.
+    only a mismatch is worth reading every point and chunk, which is slow on a large index.
     """
     expected, points = catalog.expected_points(collection), store.count()
     if points == expected:
@@ -57,24 +57,8 @@ def verify_store(
         records = catalog.documents(collection, live)
         if all(store.count(doc_id) == records[doc_id].chunks for doc_id in live):
             return StoreVerification(points, expected, {}, {})
-    records = catalog.documents(collection)
-    owners = Counter(store.point_owners().values())  # (doc id, version) → points
-    missing: dict[str, str] = {}
-    orphans: dict[str, str] = {}
-    for doc_id, record in records.items():
-        if record.indexed_version is None:
-            continue
-        found = owners.get((doc_id, record.indexed_version), 0)
-        if found != record.chunks:
-            missing[doc_id] = f"{record.chunks} chunks but {found} points"
-    for doc_id, version in owners:
-        record = records.get(doc_id)
-        if record is None or record.indexed_version != version:
-            live_version = record.indexed_version if record else None
-            orphans[doc_id] = (
-                f"points of version {version} but the catalog has "
-                f"{live_version or 'no indexed version'}"
-            )
+    census = take_census(catalog, store, collection)
+    missing, orphans = census.missing(), census.orphans()
     if missing:
         catalog.flag_for_reindex(
             collection, {doc_id: f"the store had {problem}" for doc_id, problem in missing.items()}
@@ -173,32 +157,23 @@ def _seen(settings: Settings, catalog: Catalog, collection: str) -> str | None:
 def audit(settings: Settings) -> list[str]:
     """Everything that breaks the index's promise in the live collection, as sentences (empty
     when it holds): each indexed document has exactly its live version's points and catalog
-    chunks, and no point belongs to anything else. Reads every point and chunk: slow on a
-    large index, exact on any (``rag-pipeline check``, the fault tests, ``bench/soak.py``)."""
+    chunks, and no point belongs to anything else. Reads every point's id and every chunk's
+    key: slow on a large index, exact on any (``rag-pipeline check``, the fault tests,
+    ``bench/soak.py``)."""
     with Catalog(settings) as catalog:
         live = catalog.live_collection()
         if live is None:
             return []
-        records = catalog.documents(live.name)
         store = open_vector_store(settings, live.name)
         try:
-            owners = Counter(store.point_owners().values())
+            census = take_census(catalog, store, live.name)
         finally:
             store.close()
-        chunk_versions = catalog.chunk_versions(live.name)
-        problems: list[str] = []
-        for doc_id, record in records.items():
-            if record.indexed_version is None:
-                continue
-            points = owners.get((doc_id, record.indexed_version), 0)
-            if points != record.chunks:
-                problems.append(f"{doc_id}: {record.chunks} chunks but {points} points")
-            if Counter(chunk_versions.get(doc_id, {})) != Counter(
-                {record.indexed_version: record.chunks}
-            ):
-                problems.append(f"{doc_id}: the catalog's chunks are not those of its live version")
-        for (doc_id, version), count in owners.items():
-            record = records.get(doc_id)
-            if record is None or record.indexed_version != version:
-                problems.append(f"{doc_id}: {count} orphan points of version {version}")
-    return problems
+    return sorted(
+        [f"{doc_id}: {problem}" for doc_id, problem in census.missing().items()]
+        + [
+            f"{doc_id}: the catalog's chunks are not those of its live version"
+            for doc_id in census.stray_chunks
+        ]
+        + [f"{doc_id}: {problem}" for doc_id, problem in census.orphans().items()]
+    )

@@ -15,12 +15,13 @@ opened only under a lock of our own, taken first; a second process waits for it,
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rag_pipeline.batching import batched
 from rag_pipeline.files import copy_keeping_holes
 from rag_pipeline.locking import FileLock
 from rag_pipeline.store import StoreBusyError, StoreError
@@ -46,6 +47,7 @@ _REOPEN_AFTER_POINTS = 20_000
 # Optimized segments are merged up to this size (KB): what one optimization holds in memory.
 _MAX_SEGMENT_KB = 64_000
 _SCROLL_PAGE = 2048
+_ID_SCROLL_PAGE = 10_000  # ids alone: larger pages, fewer calls
 _CONFIG_FILE = "edge_config.json"  # written by qdrant_edge itself
 
 
@@ -275,21 +277,28 @@ class EdgeStore:
         )
         return self._shard.count(CountRequest(exact=True, filter=selection))
 
-    def point_owners(self) -> dict[str, tuple[str, str]]:
+    def point_ids(self) -> set[str]:
         from qdrant_edge import ScrollRequest
 
-        owners: dict[str, tuple[str, str]] = {}
-        if self._shard is None:
-            return owners
+        found: set[str] = set()
         offset = None
-        while True:
+        while self._shard is not None:
             records, offset = self._shard.scroll(
-                ScrollRequest(offset=offset, limit=_SCROLL_PAGE, with_payload=["doc_id", "version"])
+                ScrollRequest(offset=offset, limit=_ID_SCROLL_PAGE, with_payload=False)
             )
-            for record in records:
-                owners[str(record.id)] = (record.payload["doc_id"], record.payload["version"])
+            found.update(str(record.id) for record in records)
             if offset is None:
-                return owners
+                break
+        return found
+
+    def owners_of(self, point_ids: Iterable[str]) -> dict[str, tuple[str, str]]:
+        owners: dict[str, tuple[str, str]] = {}
+        for batch in batched(list(point_ids), _SCROLL_PAGE):
+            if self._shard is None:
+                break
+            for record in self._shard.retrieve(list(batch), with_payload=True, with_vector=False):
+                owners[str(record.id)] = (record.payload["doc_id"], record.payload["version"])
+        return owners
 
     def nearest(
         self,

@@ -7,7 +7,7 @@ than half of what the index should (a first start, a large import while the page
 starts as a copy of the index's files, taken while no run holds them (else it is written point
 by point), then mended the same way: a document whose points there are of several versions is
 copied again. A clean close leaves a record of what it holds, read at the next start instead of
-every point's payload.
+a census of every point against the catalog (``consistency.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from rag_pipeline.config import Settings
 from rag_pipeline.embedding import EmbeddingCache, open_embedding_cache
 from rag_pipeline.files import write_atomically
 from rag_pipeline.store import embedded_path
+from rag_pipeline.store.consistency import take_census
 from rag_pipeline.store.edge import EdgeStore
 from rag_pipeline.store.points import VectorModels, points_from_cache, vector_sizes
 from rag_pipeline.store.schema import DocumentFacts
@@ -61,7 +62,7 @@ class CollectionMirror:
             held = None
         sizes = vector_sizes(self.settings)
         self.store.ensure_collection(sizes.dense, sizes.image, sizes.multilingual)
-        self._held = _versions_held(self.store) if held is None else held
+        self._held = _versions_held(catalog, self.store, collection.name) if held is None else held
         self._seen: tuple[object, ...] | None = None  # the catalog state refreshed from last
         self._waiting = False
 
@@ -145,8 +146,8 @@ class CollectionMirror:
         return True
 
     def close(self) -> None:
-        """Close, leaving what the replica holds for the next start (reading every point's
-        payload back took most of a page's start at 100,000 documents)."""
+        """Close, leaving what the replica holds for the next start (a census of every point
+        took most of a page's start at 100,000 documents)."""
         held = json.dumps({"points": self.store.count(), "held": self._held}).encode()
         write_atomically(
             held_record(self.path), lambda temporary: Path(temporary).write_bytes(held)
@@ -179,13 +180,18 @@ def _read_held(replica: Path, points: int) -> dict[str, str] | None:
 _MIXED = ""
 
 
-def _versions_held(store: EdgeStore) -> dict[str, str]:
+def _versions_held(catalog: Catalog, store: EdgeStore, collection: str) -> dict[str, str]:
     """The version of each document the replica holds points of (``_MIXED`` for a document
-    with points of several: a copy stopped half-way, or an index copied with points a run had
-    not committed)."""
-    held: dict[str, str] = {}
-    for doc_id, version in store.point_owners().values():
-        held[doc_id] = version if held.get(doc_id, version) == version else _MIXED
+    with points of several, or only some of its version's: a copy stopped half-way, or an index
+    copied with points a run had not committed)."""
+    census = take_census(catalog, store, collection)
+    held = {
+        doc_id: version if points == chunks else _MIXED
+        for doc_id, points in census.found.items()
+        for version, chunks in [census.indexed[doc_id]]
+    }
+    for doc_id, version in census.others:
+        held[doc_id] = version if doc_id not in held else _MIXED
     return held
 
 

@@ -7,11 +7,12 @@ how the tests exercise this backend.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from rag_pipeline.batching import batched
 from rag_pipeline.config import StoreSettings
 from rag_pipeline.store import StoreError
 from rag_pipeline.store.schema import (
@@ -187,23 +188,31 @@ class QdrantServerStore:
         )
         return self.client.count(self.collection, count_filter=selection, exact=True).count
 
-    def point_owners(self) -> dict[str, tuple[str, str]]:
-        owners: dict[str, tuple[str, str]] = {}
-        if not self._exists():
-            return owners
+    def point_ids(self) -> set[str]:
+        found: set[str] = set()
         offset = None
-        while True:
+        while self._exists():
             records, offset = self.client.scroll(
                 self.collection,
                 limit=_SCROLL_PAGE,
                 offset=offset,
-                with_payload=["doc_id", "version"],
+                with_payload=False,
                 with_vectors=False,
+            )
+            found.update(str(record.id) for record in records)
+            if offset is None:
+                break
+        return found
+
+    def owners_of(self, point_ids: Iterable[str]) -> dict[str, tuple[str, str]]:
+        owners: dict[str, tuple[str, str]] = {}
+        for batch in batched(list(point_ids), _SCROLL_PAGE):
+            records = self.client.retrieve(
+                self.collection, list(batch), with_payload=["doc_id", "version"]
             )
             for record in records:
                 owners[str(record.id)] = (record.payload["doc_id"], record.payload["version"])
-            if offset is None:
-                return owners
+        return owners
 
     def nearest(
         self,

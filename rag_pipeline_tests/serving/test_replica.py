@@ -138,7 +138,8 @@ def test_a_first_replica_copied_with_points_no_run_committed_keeps_only_the_comm
 
 def _replica_points(replica: EmbeddedReplica) -> list[tuple[str, str]]:
     assert replica._mirror is not None
-    return list(replica._mirror.store.point_owners().values())
+    store = replica._mirror.store
+    return list(store.owners_of(store.point_ids()).values())
 
 
 def test_a_first_replica_is_written_point_by_point_while_a_run_holds_the_index(

@@ -77,6 +77,16 @@ def test_one_search_returns_the_nearest_points_by_each_vector(store: VectorStore
     assert len(nearest.dense) == 3 and nearest.dense[0].score >= nearest.dense[1].score
 
 
+def test_point_ids_name_every_point_and_owners_of_tell_whose_the_named_ones_are(
+    store: VectorStore,
+) -> None:
+    points = [_point("a", "v1", 0, 1), _point("a", "v1", 1, 2), _point("b", "v2", 0, 3)]
+    store.upsert(points)
+    assert store.point_ids() == {point.point_id for point in points}
+    absent = _point("c", "v1", 0, 4).point_id
+    assert store.owners_of([points[2].point_id, absent]) == {points[2].point_id: ("b", "v2")}
+
+
 def test_delete_keeps_only_the_named_version(store: VectorStore) -> None:
     store.upsert(
         [
@@ -88,7 +98,7 @@ def test_delete_keeps_only_the_named_version(store: VectorStore) -> None:
     )
     store.delete_document("a", keep_version="v2")
     assert store.count("a") == 1 and store.count("b") == 1
-    assert set(store.point_owners().values()) == {("a", "v2"), ("b", "v1")}
+    assert set(store.owners_of(store.point_ids()).values()) == {("a", "v2"), ("b", "v1")}
     store.delete_document("a")
     assert store.count() == 1
 
@@ -160,7 +170,7 @@ def test_another_process_opening_the_embedded_store_in_use_waits_and_damages_not
     busy, _, message = out.split(" ", 2)
     assert int(busy) > 0 and "open in another process" in message
     assert writer.count() == 600
-    assert len(writer.point_owners()) == 600  # every payload still decodes
+    assert len(writer.owners_of(writer.point_ids())) == 600  # every payload still decodes
     writer.close()
     reopened = EdgeStore(path, wait_seconds=10)  # the lock went with the writer's close
     assert reopened.count() == 600
@@ -202,7 +212,7 @@ def test_a_long_write_to_the_embedded_store_loses_nothing_when_it_reopens_the_sh
     store.ensure_collection(DIM)
     store.upsert([_point("a", "v1", i, i + 1) for i in range(450)])
     store.delete_document("a", keep_version="v1")
-    assert store.count() == 450 and len(store.point_owners()) == 450
+    assert store.count() == 450 and len(store.owners_of(store.point_ids())) == 450
     store.close()
 
 

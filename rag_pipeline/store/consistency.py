@@ -1,0 +1,77 @@
+"""A store's points against the catalog's chunks, exactly: for ``check``, the passes' repair of
+a store that lost points, and what the page's replica holds when it starts.
+
+Point ids are derived from chunk ids (``ids.point_id``), so the store is read by id alone, a few
+times quicker than by owner; only the points no indexed chunk names are read with their payload,
+to tell whose they are. The catalog is read as two columns of each document and, document by
+document, the keys of its chunks.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from itertools import groupby
+from operator import itemgetter
+
+from rag_pipeline import ids
+from rag_pipeline.catalog import Catalog
+from rag_pipeline.store import VectorStore
+
+
+@dataclass(frozen=True, slots=True)
+class PointCensus:
+    indexed: dict[str, tuple[str, int]]  # doc id → (indexed version, chunks), from the catalog
+    found: Counter[str]  # doc id → its points that its indexed version's chunks name
+    others: Counter[tuple[str, str]]  # (doc id, version) → points no indexed chunk names
+    stray_chunks: list[str]  # indexed documents with catalog chunks not of their version
+
+    def missing(self) -> dict[str, str]:
+        """Indexed documents short of points, or with too many, → what is wrong."""
+        extra: Counter[str] = Counter()
+        for (doc_id, version), count in self.others.items():
+            if self.indexed.get(doc_id, ("", 0))[0] == version:
+                extra[doc_id] += count
+        return {
+            doc_id: f"{chunks} chunks but {points} points"
+            for doc_id, (_, chunks) in self.indexed.items()
+            if (points := self.found[doc_id] + extra[doc_id]) != chunks
+        }
+
+    def orphans(self) -> dict[str, str]:
+        """Documents with points of a version that is not their indexed one → which."""
+        orphans: dict[str, str] = {}
+        for doc_id, version in self.others:
+            indexed = self.indexed.get(doc_id)
+            if indexed is None or indexed[0] != version:
+                orphans[doc_id] = (
+                    f"points of version {version} but the catalog has "
+                    f"{indexed[0] if indexed else 'no indexed version'}"
+                )
+        return orphans
+
+
+def take_census(catalog: Catalog, store: VectorStore, collection: str) -> PointCensus:
+    """Every point of ``store`` against every chunk of ``collection`` in the catalog."""
+    unnamed = store.point_ids()
+    indexed = catalog.indexed_chunks(collection)
+    found: Counter[str] = Counter()
+    stray_chunks: list[str] = []
+    read: set[str] = set()
+    for doc_id, rows in groupby(catalog.chunk_keys(collection), key=itemgetter(0)):
+        read.add(doc_id)
+        version, chunks = indexed.get(doc_id, (None, 0))
+        versions: Counter[str] = Counter()
+        for _, chunk_version, chunk_id in rows:
+            versions[chunk_version] += 1
+            point = ids.point_id(chunk_id)
+            if chunk_version == version and point in unnamed:
+                unnamed.discard(point)
+                found[doc_id] += 1
+        if version is not None and versions != Counter({version: chunks}):
+            stray_chunks.append(doc_id)
+    stray_chunks += [
+        doc_id for doc_id, (_, chunks) in indexed.items() if chunks and doc_id not in read
+    ]
+    others = Counter(store.owners_of(unnamed).values())
+    return PointCensus(indexed, found, others, stray_chunks)
