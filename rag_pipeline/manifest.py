@@ -10,6 +10,7 @@ re-indexes exactly what it affects.
 from __future__ import annotations
 
 import hashlib
+import json
 import operator
 import os
 import time
@@ -19,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from rag_pipeline import ids
-from rag_pipeline.catalog import Catalog, DocumentRecord, DocumentState, KnownFile
+from rag_pipeline.catalog import Catalog, DocumentRecord, DocumentState, KnownFile, PassState
 from rag_pipeline.chunking import CHUNKER_VERSION
 from rag_pipeline.config import Settings
 from rag_pipeline.embedding.image import clip_dim, clip_model_id
+from rag_pipeline.files import write_atomically
 from rag_pipeline.parsing import PARSER_VERSIONS, PICTURE_FORMATS, format_of
 from rag_pipeline.redaction import detectors
 
@@ -75,6 +77,9 @@ class ManifestDiff:
     deleted: list[str] = field(default_factory=list)
     missing_sources: list[Path] = field(default_factory=list)
     catalogued: list[str] = field(default_factory=list)  # documents the catalog knows
+    # The folders listed as at the last pass that found nothing to do, the catalog unchanged
+    # since: nothing to do, ``unchanged`` is every file, and ``files`` is left empty.
+    quiet: bool = False
 
     @property
     def to_process(self) -> list[str]:
@@ -128,17 +133,31 @@ def pipeline_version(settings: Settings, file_type: str) -> str:
     return ids.fingerprint(described)
 
 
-def scan_sources(
-    settings: Settings, known: Mapping[str, CatalogRow]
-) -> tuple[list[SourceFile], list[Path]]:
-    """Every document under the watched folders, and the watched folders that are missing."""
-    files: list[SourceFile] = []
+@dataclass(slots=True)
+class SourceListing:
+    """What a walk of the watched folders found, before any file is compared or read."""
+
+    # (folder's label, folder, path inside it, size, mtime_ns, file type, pipeline version)
+    entries: list[tuple[str, Path, str, int, int, str, str]]
+    missing: list[Path]  # watched folders that are not there
+    digest: str  # of every entry: the same while no file is added, removed or touched
+
+    def doc_ids(self) -> list[str]:
+        return [ids.document_id(label, relative) for label, _, relative, *_ in self.entries]
+
+
+def list_sources(settings: Settings) -> SourceListing:
+    """Every document under the watched folders (its name, size and time), and the watched
+    folders that are missing."""
+    entries: list[tuple[str, Path, str, int, int, str, str]] = []
     missing: list[Path] = []
     versions: dict[str, str] = {}
+    digest = hashlib.sha256()
     for label, folder in source_labels(settings.watched_folders).items():
         if not folder.is_dir():
             missing.append(folder)
             continue
+        digest.update(f"{label}\0{folder}\n".encode())
         for relative, stat in _walk(folder, follow_symlinks=settings.indexing.follow_symlinks):
             file_type = format_of(relative)
             if file_type is None:
@@ -146,8 +165,20 @@ def scan_sources(
             if file_type not in versions:
                 versions[file_type] = pipeline_version(settings, file_type)
             version = versions[file_type]
-            files.append(_describe(label, folder, relative, stat, file_type, version, known))
-    return files, missing
+            size, mtime_ns = stat.st_size, stat.st_mtime_ns
+            entries.append((label, folder, relative, size, mtime_ns, file_type, version))
+            digest.update(f"{relative}\0{size}\0{mtime_ns}\0{version}\n".encode())
+    return SourceListing(entries, missing, digest.hexdigest())
+
+
+def scan_sources(
+    settings: Settings, known: Mapping[str, CatalogRow], listing: SourceListing | None = None
+) -> tuple[list[SourceFile], list[Path]]:
+    """Every document under the watched folders (``listing``, else walked now), and the watched
+    folders that are missing."""
+    listing = listing or list_sources(settings)
+    files = [_describe(*entry, known) for entry in listing.entries]
+    return files, listing.missing
 
 
 def describe_file(settings: Settings, doc_id: str, known: CatalogRow | None) -> SourceFile | None:
@@ -162,7 +193,10 @@ def describe_file(settings: Settings, doc_id: str, known: CatalogRow | None) -> 
     file_type = format_of(path) or "text"
     version = pipeline_version(settings, file_type)
     known_here = {doc_id: known} if known else {}
-    return _describe(label, folder, relative, path.stat(), file_type, version, known_here)
+    stat = path.stat()
+    return _describe(
+        label, folder, relative, stat.st_size, stat.st_mtime_ns, file_type, version, known_here
+    )
 
 
 def _allowed(path: Path, folder: Path, follow_symlinks: bool) -> bool:
@@ -207,7 +241,8 @@ def _describe(
     label: str,
     folder: Path,
     relative: str,
-    stat: os.stat_result,
+    size: int,
+    mtime_ns: int,
     file_type: str,
     pipeline: str,
     known: Mapping[str, CatalogRow],
@@ -215,7 +250,7 @@ def _describe(
     doc_id = ids.document_id(label, relative)
     previous = known.get(doc_id)
     error = None
-    if previous and previous.size == stat.st_size and previous.mtime_ns == stat.st_mtime_ns:
+    if previous and previous.size == size and previous.mtime_ns == mtime_ns:
         sha256 = previous.sha256
     else:
         try:
@@ -223,7 +258,7 @@ def _describe(
         except OSError as exc:
             # Unreadable now: version it by size and time so it is retried when it changes.
             sha256, error = (
-                f"unreadable:{stat.st_size}:{stat.st_mtime_ns}",
+                f"unreadable:{size}:{mtime_ns}",
                 f"cannot read the file ({exc.strerror})",
             )
     return SourceFile(
@@ -231,8 +266,8 @@ def _describe(
         source=str(folder),
         relative_path=relative,
         file_type=file_type,
-        size=stat.st_size,
-        mtime_ns=stat.st_mtime_ns,
+        size=size,
+        mtime_ns=mtime_ns,
         sha256=sha256,
         version=ids.document_version(sha256, pipeline),
         error=error,
@@ -300,12 +335,65 @@ def diff_manifest(
 
 
 def find_changes(
-    settings: Settings, catalog: Catalog, target: str, *, retry_failed: bool = False
+    settings: Settings,
+    catalog: Catalog,
+    target: str,
+    *,
+    retry_failed: bool = False,
+    every_file: bool = False,
 ) -> ManifestDiff:
     """Scan the watched folders and classify every document against the ``target`` collection
-    (and the live one, when another is being built)."""
+    (and the live one, when another is being built).
+
+    When the folders list as they did at the last pass that found nothing to do, and the
+    catalog is as it was then (nothing committed, failed, deleted or flagged since, no retry
+    due), nothing is to do again: the catalog is not read and no file described (most of an
+    unchanged pass over many files), unless ``every_file`` asks for each file's row.
+    """
     live = catalog.live_collection()
+    collections = sorted({target, live.name if live else target})
+    state = [catalog.pass_state(name) for name in collections]
+    listing = list_sources(settings)
+    quiet = QuietPass(settings.home / QUIET_PASS_FILE)
+    if not (retry_failed or every_file or listing.missing) and quiet.holds(listing.digest, state):
+        return ManifestDiff(files={}, unchanged=listing.doc_ids(), quiet=True)
     target_records = catalog.known_files(target)
     live_records = catalog.known_files(live.name) if live and live.name != target else {}
-    files, missing = scan_sources(settings, live_records | target_records)
-    return diff_manifest(files, missing, target_records, live_records, retry_failed=retry_failed)
+    files, missing = scan_sources(settings, live_records | target_records, listing)
+    diff = diff_manifest(files, missing, target_records, live_records, retry_failed=retry_failed)
+    unchanged_since = state == [catalog.pass_state(name) for name in collections]
+    if not diff.to_process and not missing and unchanged_since:
+        quiet.record(listing.digest, state)
+    return diff
+
+
+QUIET_PASS_FILE = "quiet-pass.json"
+
+
+class QuietPass:
+    """The record of the last pass that found nothing to do: its listing's digest and the
+    catalog's state (``Catalog.pass_state``) then. Written atomically; a stale or unreadable
+    record only costs a full comparison."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def holds(self, digest: str, state: list[PassState]) -> bool:
+        try:
+            saved = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        now = time.time()
+        retry_due = any(
+            entry.next_retry_at is not None and entry.next_retry_at <= now for entry in state
+        )
+        return (
+            not retry_due
+            and saved.get("digest") == digest
+            and saved.get("state") == [list(entry) for entry in state]
+        )
+
+    def record(self, digest: str, state: list[PassState]) -> None:
+        text = json.dumps({"digest": digest, "state": [list(entry) for entry in state]})
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(self.path, lambda temporary: Path(temporary).write_text(text))

@@ -21,6 +21,7 @@ from rag_pipeline.indexing import checks
 from rag_pipeline.indexing.checks import run_checks
 from rag_pipeline.indexing.direct import unreported_runs
 from rag_pipeline.indexing.run import Indexer
+from rag_pipeline.manifest import ManifestDiff, find_changes
 from rag_pipeline_tests.conftest import Cli, IndexedPlaces, dagster_view
 from rag_pipeline_tests.documents import (
     docx_file,
@@ -233,6 +234,35 @@ def test_check_finds_catalog_chunks_of_a_version_that_is_not_live(
     assert inconsistencies(home) == [
         "docs/guide.md: the catalog's chunks are not those of its live version"
     ]
+
+
+def test_a_pass_finding_the_folders_and_catalog_as_the_last_quiet_pass_left_them_reads_no_row(
+    indexed: tuple[Path, Path],
+) -> None:
+    home, corpus = indexed
+    settings = load_settings(home)
+
+    def changes() -> ManifestDiff:
+        with Catalog(settings) as catalog:
+            live = catalog.live_collection()
+            assert live is not None
+            return find_changes(settings, catalog, live.name)
+
+    first, again = changes(), changes()  # the first finds nothing to do and records it
+    assert not first.quiet and again.quiet
+    assert sorted(again.unchanged) == sorted(first.unchanged) and len(again.unchanged) == 5
+    guide = corpus / "guide.md"
+    os.utime(guide, ns=(guide.stat().st_atime_ns, guide.stat().st_mtime_ns + 1))
+    touched = changes()  # same content, another time: compared again, still unchanged
+    assert not touched.quiet and touched.to_process == []
+    assert changes().quiet
+    with Catalog(settings) as catalog:
+        live = catalog.live_collection()
+        assert live is not None
+        catalog.flag_for_reindex(live.name, {"docs/guide.md": "a damaged store"})
+    flagged = changes()
+    assert not flagged.quiet and flagged.changed == ["docs/guide.md"]
+    assert not changes().quiet  # until indexed, the flag keeps each pass comparing
 
 
 def test_a_store_that_lost_points_after_a_run_is_repaired_by_the_next_one(

@@ -9,6 +9,7 @@ from rag_pipeline.catalog.records import (
     DocumentRecord,
     DocumentState,
     KnownFile,
+    PassState,
 )
 
 __all__ = [
@@ -20,4 +21,5 @@ __all__ = [
     "DocumentRecord",
     "DocumentState",
     "KnownFile",
+    "PassState",
 ]

@@ -28,6 +28,7 @@ from rag_pipeline.catalog.records import (
     CollectionRecord,
     DocumentRecord,
     KnownFile,
+    PassState,
     chunk_from_sql,
     chunk_to_sql,
     collection_from_sql,
@@ -377,6 +378,17 @@ class Catalog:
                 (collection,),
             )[0]
         )
+
+    def pass_state(self, collection: str) -> PassState:
+        """The state a pass that found nothing to do records (``manifest.QuietPass``), in one
+        read of the collection's rows."""
+        count, last_update, next_retry_at, flagged = self.database.rows(
+            "SELECT COUNT(*), MAX(updated_at), "
+            "MIN(CASE WHEN state = 'failed' THEN retry_at END), "
+            "COUNT(reindex_reason) FROM documents WHERE collection = ?",
+            (collection,),
+        )[0]
+        return PassState(collection, count, last_update, next_retry_at, flagged)
 
     def repairs(self, collection: str) -> list[str]:
         """Documents whose points in ``collection`` may hold versions other than the live one."""

@@ -101,6 +101,18 @@ class KnownFile(NamedTuple):
 
 KNOWN_FILE_FIELDS = KnownFile._fields
 
+
+class PassState(NamedTuple):
+    """What of a collection's documents a pass's finding depends on besides the files: it
+    changes whenever a document is committed, failed, deleted or flagged to be indexed again."""
+
+    collection: str
+    documents: int
+    last_update: float | None
+    next_retry_at: float | None  # the earliest retry of a failed document
+    flagged: int  # documents flagged to be indexed again
+
+
 _BBOX = pa.struct(
     [
         ("page", pa.int64()),

@@ -64,7 +64,7 @@ class IndexingResource(ConfigurableResource):
         if self.bucket_documents:
             listed = documents_by_partition(self.workspace, self.bucket_documents, buckets)
         else:  # a scan of every folder, which the planner has already made
-            diff = find_changes(settings, indexer.catalog, indexer.collection.name)
+            diff = find_changes(settings, indexer.catalog, indexer.collection.name, every_file=True)
             listed = documents_by_partition(self.workspace, [*diff.files, *diff.deleted], buckets)
         for key, doc_ids in members.items():
             if not doc_ids:
