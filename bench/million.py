@@ -10,7 +10,8 @@ this measures the rest (manifest, parsing, chunking, sparse vectors, the commit,
 Dagster, the store).
 Partitions are in buckets of about ``--bucket-documents`` documents, as docs/scaling.md tells a
 user past 100,000 documents (the count is set for each step's total: at most one rearrangement
-per step, inside that step's build). After each build: an unchanged re-run, one file changed
+per step, inside that step's build). After each build: an unchanged re-run twice (the first
+compares every file with its row and records that nothing changed), one file changed
 and indexed (then found by a query in a new process), one deleted, ``serve`` (until its page
 and a first search answer, then searches through its API, and its memory), ``status``,
 ``check``, ``export``, and the home's disk use and Dagster event log. Each row is printed as
@@ -112,9 +113,12 @@ def measure_step(
     step.put("index peak RSS", f"{build.peak_mb:,.0f} MB")
     chunks = storage.chunks(home)
     step.put("chunks in the catalog", f"{chunks:,} ({chunks / step.documents:.2f} a document)")
-    unchanged = run_cli("index", "--home", home, env=env)
-    assert "added 0, changed 0" in unchanged.stdout, unchanged.stdout
-    step.put("unchanged re-run", measured(unchanged))
+    # The first pass after a build compares every file with its row; it leaves the record
+    # that lets the next unchanged pass (a cron job's, the sensor's) skip that comparison.
+    for figure in ("unchanged re-run", "unchanged re-run again"):
+        unchanged = run_cli("index", "--home", home, env=env)
+        assert "added 0, changed 0" in unchanged.stdout, unchanged.stdout
+        step.put(figure, measured(unchanged))
     marker = f"zq{step.documents}x"
     change_one(share, previous, marker)
     changed = run_cli("index", "--home", home, env=env)
@@ -246,5 +250,6 @@ def run(
 def print_table(steps: list[Step]) -> None:
     print("\n| figure | " + " | ".join(f"{s.documents:,} documents" for s in steps) + " |")
     print("| --- |" + " --- |" * len(steps))
-    for name in steps[0].figures:
+    names = dict.fromkeys(name for step in steps for name in step.figures)  # a later step may add
+    for name in names:
         print(f"| {name} | " + " | ".join(s.figures.get(name, "") for s in steps) + " |")
