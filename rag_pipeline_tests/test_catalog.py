@@ -7,16 +7,21 @@ import sqlite3
 import subprocess
 import sys
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pytest
 
+from rag_pipeline import ids
 from rag_pipeline.catalog import Catalog, DocumentRecord, export
 from rag_pipeline.catalog.export import export_catalog
 from rag_pipeline.config import load_settings
+from rag_pipeline.store import IndexPoint
+from rag_pipeline.store.consistency import take_census
+from rag_pipeline.store.edge import EdgeStore
 
 COLLECTION = "rag_pipeline-test"
 
@@ -232,6 +237,62 @@ def test_chunk_keys_name_every_chunk_of_the_collection_document_by_document_in_b
         ("b", "v2", "b@v2#0"),
         ("b", "v2", "b@v2#1"),
     ]
+
+
+class _ReadsRecorded(EdgeStore):
+    """The embedded store, remembering which points' payloads were asked for."""
+
+    payloads_read: list[str]
+
+    def owners_of(self, point_ids: Iterable[str]) -> dict[str, tuple[str, str]]:
+        self.payloads_read = sorted(point_ids)
+        return super().owners_of(self.payloads_read)
+
+
+def _point(doc_id: str, version: str, index: int) -> IndexPoint:
+    dense = np.random.default_rng(index).normal(size=8).astype(np.float32)
+    return IndexPoint(
+        point_id=ids.point_id(ids.chunk_id(doc_id, version, index)),
+        dense=dense / np.linalg.norm(dense),
+        sparse=(np.array([index]), np.array([1.0], dtype=np.float32)),
+        payload={"doc_id": doc_id, "version": version, "modality": "text", "lang": "en"},
+    )
+
+
+def test_a_census_names_points_by_their_ids_and_reads_payloads_only_of_points_no_chunk_names(
+    catalog: Catalog, tmp_path: Path
+) -> None:
+    catalog.commit_document(
+        COLLECTION,
+        _record("whole", "v1", 2),
+        [_chunk("whole", "v1", 0), _chunk("whole", "v1", 1)],
+    )
+    catalog.commit_document(
+        COLLECTION,
+        _record("short", "v1", 2),
+        [_chunk("short", "v1", 0), _chunk("short", "v1", 1)],
+    )
+    catalog.commit_document(COLLECTION, _record("moved", "v2", 1), [_chunk("moved", "v2", 0)])
+    store = _ReadsRecorded(tmp_path / "edge")
+    store.ensure_collection(8)
+    stale = _point("moved", "v1", 0)
+    store.upsert(
+        [
+            _point("whole", "v1", 0),
+            _point("whole", "v1", 1),
+            _point("short", "v1", 0),
+            _point("moved", "v2", 0),
+            stale,
+        ]
+    )
+    try:
+        census = take_census(catalog, store, COLLECTION)
+    finally:
+        store.close()
+    assert census.missing() == {"short": "2 chunks but 1 points"}
+    assert census.orphans() == {"moved": "points of version v1 but the catalog has v2"}
+    assert census.stray_chunks == []
+    assert store.payloads_read == [stale.point_id]
 
 
 def test_the_export_reads_documents_and_chunks_in_batches_in_order(catalog: Catalog) -> None:

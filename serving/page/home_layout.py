@@ -104,8 +104,13 @@ def draw_cards(
         home.new_name,
     )
     with home.view:
-
-        @gr.render(inputs=[home.order, home.search, home.listed])
+        # One render at a time: two of one session at once (the page's load and a change of
+        # the list) break Gradio's walk over the session's blocks (gradio-app/gradio#9991).
+        @gr.render(
+            inputs=[home.order, home.search, home.listed],
+            concurrency_limit=1,
+            concurrency_id="workspace-cards",
+        )
         def show_cards(sort_by: str, wanted: str, _changes: int, request: gr.Request) -> None:
             cards.draw(sort_by, wanted, request, parts)
 
