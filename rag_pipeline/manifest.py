@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import operator
 import os
 import time
@@ -27,6 +28,8 @@ from rag_pipeline.embedding.image import clip_dim, clip_model_id
 from rag_pipeline.files import write_atomically
 from rag_pipeline.parsing import PARSER_VERSIONS, PICTURE_FORMATS, format_of
 from rag_pipeline.redaction import detectors
+
+logger = logging.getLogger(__name__)
 
 # Bump when the payload or the way points are built changes.
 SCHEMA_VERSION = "points-1"
@@ -213,7 +216,9 @@ def _walk(folder: Path, *, follow_symlinks: bool) -> Iterator[tuple[str, os.stat
     """Files under ``folder``: their paths inside it (``/``-separated) and their ``stat``;
     skipping hidden entries and files gone meanwhile, never following links to folders, and
     following links to files only inside ``folder`` (anywhere with ``follow_symlinks``).
-    Strings rather than ``Path``s: this runs once a file on every pass."""
+    An entry whose name is not UTF-8 is skipped with a warning: the catalog, Dagster and the
+    store name documents in UTF-8. Strings rather than ``Path``s: this runs once a file on every
+    pass."""
     stack = [("", str(folder))]
     while stack:
         inside, current = stack.pop()
@@ -225,6 +230,12 @@ def _walk(folder: Path, *, follow_symlinks: bool) -> Iterator[tuple[str, os.stat
             name = entry.name
             if name.startswith(_SKIPPED):
                 continue
+            if not name.isascii() and not _utf8(name):
+                logger.warning(
+                    "skipped %s: its name is not UTF-8 (rename it to index it)",
+                    os.fsencode(entry.path),
+                )
+                continue
             if entry.is_dir(follow_symlinks=False):
                 stack.append((f"{inside}{name}/", entry.path))
             elif entry.is_file() and (
@@ -235,6 +246,15 @@ def _walk(folder: Path, *, follow_symlinks: bool) -> Iterator[tuple[str, os.stat
                 except OSError:  # gone meanwhile
                     continue
                 yield f"{inside}{name}", stat
+
+
+def _utf8(name: str) -> bool:
+    """Whether a name from the file system was valid UTF-8 (else it holds surrogate escapes)."""
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _describe(

@@ -130,3 +130,14 @@ def test_links_out_of_a_watched_folder_are_not_followed_unless_allowed(
     allowed = load_settings(home, sources=[source], indexing={"follow_symlinks": True})
     files, _ = scan_sources(allowed, {})
     assert "docs/secret.md" in {f.doc_id for f in files}
+
+
+def test_a_file_whose_name_is_not_utf8_is_skipped_with_a_warning_and_the_rest_listed(
+    settings: Settings, source: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (source / "plain.md").write_text("# Plain")
+    with open(os.fsencode(source) + b"/caf\xe9.md", "w") as latin1_named:
+        latin1_named.write("# Cafe")
+    files, _ = scan_sources(settings, {})
+    assert [f.doc_id for f in files] == ["docs/plain.md"]
+    assert "caf\\xe9.md" in caplog.text and "is not UTF-8" in caplog.text
