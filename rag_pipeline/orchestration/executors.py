@@ -70,7 +70,8 @@ class InProcess:
     ) -> Wait:
         """The diff's documents as runs of at most ``indexing.run_documents``, one after another
         in this process: each commits what it did, so a change of hours stopped mid-way loses
-        one run's work, and a run's memory does not grow with the change."""
+        one run's work, and a run's memory does not grow with the change. A run that fails
+        (documents that fail do not fail their run) ends the pass."""
         from rag_pipeline.definitions import defs
         from rag_pipeline.defs.instance import get_instance
         from rag_pipeline.defs.partitions import remove_partitions
@@ -80,7 +81,6 @@ class InProcess:
         _log_change(diff)
         job = defs.resolve_job_def(index_documents_job.name)
         level = "DEBUG" if self.verbose else "ERROR"
-        succeeded = True
         with get_instance(settings) as instance:
             clear_the_way(instance, settings)
             planned_runs = plan_index_runs(instance, settings, diff)
@@ -94,12 +94,11 @@ class InProcess:
                     tags={**planned.tags, TRIGGER_TAG: trigger},
                     raise_on_error=False,
                 )
-                if not result.success:
+                if not result.success:  # not a document's failure: the next pass retries
                     logger.error("the Dagster run %s failed; see `rag-pipeline ui`", result.run_id)
-                    succeeded = False
-            if succeeded:
-                remove_partitions(instance, settings, diff.deleted)
-        return lambda: succeeded
+                    return lambda: False
+            remove_partitions(instance, settings, diff.deleted)
+        return lambda: True
 
 
 class Queued:

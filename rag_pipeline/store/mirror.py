@@ -184,6 +184,8 @@ def _versions_held(catalog: Catalog, store: EdgeStore, collection: str) -> dict[
     """The version of each document the replica holds points of (``_MIXED`` for a document
     with points of several, or only some of its version's: a copy stopped half-way, or an index
     copied with points a run had not committed)."""
+    if not store.count():
+        return {}
     census = take_census(catalog, store, collection)
     held = {
         doc_id: version if points == chunks else _MIXED
