@@ -130,8 +130,9 @@ def test_vector_size_is_reported(store: VectorStore) -> None:
     assert store.dense_size() == DIM
 
 
-def _open_edge_in_a_loop(path: Path, stop: Path) -> subprocess.Popen[str]:
-    """Another process opening the embedded store again and again, as CLI queries do."""
+def _open_edge_in_a_loop(path: Path, stop: Path, refused: Path) -> subprocess.Popen[str]:
+    """Another process opening the embedded store again and again, as CLI queries do; it
+    touches ``refused`` when first refused."""
     code = (
         "import sys\n"
         "from pathlib import Path\n"
@@ -145,6 +146,7 @@ def _open_edge_in_a_loop(path: Path, stop: Path) -> subprocess.Popen[str]:
         "    except StoreBusyError as error:\n"
         "        busy += 1\n"
         "        message = str(error)\n"
+        f"        Path({str(refused)!r}).touch()\n"
         "print(busy, opened, message if busy else '')\n"
     )
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
@@ -155,12 +157,14 @@ def test_another_process_opening_the_embedded_store_in_use_waits_and_damages_not
 ) -> None:
     # Qdrant Edge alone lets a second process rewrite the shard's files before refusing it:
     # points written meanwhile were lost or undecodable.
-    path, stop = tmp_path / "edge", tmp_path / "stop"
+    path, stop, refused = tmp_path / "edge", tmp_path / "stop", tmp_path / "refused"
     writer = EdgeStore(path)
     writer.ensure_collection(DIM)
-    opener = _open_edge_in_a_loop(path, stop)
+    opener = _open_edge_in_a_loop(path, stop, refused)
     try:
-        time.sleep(1.0)  # the other process is up and trying
+        deadline = time.monotonic() + 120  # its start may take long on a loaded machine
+        while not refused.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the other process is up and trying
         for start in range(0, 600, 20):
             writer.upsert([_point("a", "v1", i, i + 1) for i in range(start, start + 20)])
             writer.flush()
