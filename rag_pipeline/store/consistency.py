@@ -64,8 +64,7 @@ def take_census(catalog: Catalog, store: VectorStore, collection: str) -> PointC
         versions: Counter[str] = Counter()
         for _, chunk_version, chunk_id in rows:
             versions[chunk_version] += 1
-            point = ids.point_id(chunk_id)
-            if chunk_version == version and point in unnamed:
+            if chunk_version == version and (point := ids.point_id(chunk_id)) in unnamed:
                 unnamed.discard(point)
                 found[doc_id] += 1
         if version is not None and versions != Counter({version: chunks}):
