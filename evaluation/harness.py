@@ -16,7 +16,7 @@ import logging
 import statistics
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -126,7 +126,9 @@ def rank_every_method(
     is set); ``hybrid <fusion> - named year`` for it without ``retrieval.named_year_weight``
     (when it is set); ``hybrid <fusion> - identifiers`` for it without
     ``retrieval.identifier_documents`` (when it is set); ``hybrid <fusion> - page diversity``
-    for it without ``retrieval.page_passages`` (when it is set); ``hybrid <fusion> + rerank``
+    for it without ``retrieval.page_passages`` (when it is set); ``hybrid <fusion> - named
+    parts`` for it without the passages of the pages, figures, tables or sections a question
+    names (``serving.retrieval.named_parts``); ``hybrid <fusion> + rerank``
     (freshness as configured) when a reranker is configured. A blank query retrieves nothing
     (it scores zero).
     """
@@ -151,6 +153,7 @@ def rank_every_method(
             nearest.dense[: config.prefetch],
             nearest.sparse[: config.prefetch],
             multilingual=nearest.multilingual[: config.prefetch],
+            named=nearest.named,
         )
         for fusion in FUSIONS:
             variant = config.model_copy(update={"fusion": fusion, "freshness_half_life_days": None})
@@ -182,6 +185,11 @@ def rank_every_method(
                     text, prefetched, keep=config.top_k, fusion=variant, rerank=False
                 )
                 record(f"hybrid {config.fusion} - {feature}", query_id, units_of(passages))
+        plain = config.model_copy(update={"freshness_half_life_days": None})
+        unnamed, _ = retriever.rank(
+            text, replace(prefetched, named=[]), keep=config.top_k, fusion=plain, rerank=False
+        )
+        record(f"hybrid {config.fusion} - named parts", query_id, units_of(unnamed))
         if retriever.reranker is not None:
             reranked, _ = retriever.rank(text, prefetched, keep=config.top_k)
             record(f"hybrid {config.fusion} + rerank", query_id, units_of(reranked))

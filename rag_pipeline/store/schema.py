@@ -116,6 +116,8 @@ class NearestHits:
     image: list[Hit] = field(default_factory=list)  # by a CLIP query vector, when one was given
     # by the multilingual model's query vector, when one was given
     multilingual: list[Hit] = field(default_factory=list)
+    # the passages of the parts of documents a question names (``serving.retrieval.named_parts``)
+    named: list[Hit] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +125,7 @@ class QueryFilter:
     """Restrictions on a search; every field left empty means no restriction."""
 
     doc_ids: tuple[str, ...] = ()
+    pages: tuple[int, ...] = ()  # where a passage starts, 1-based
     langs: tuple[str, ...] = ()
     modalities: tuple[str, ...] = ()
     file_types: tuple[str, ...] = ()
@@ -136,6 +139,7 @@ class QueryFilter:
         """payload field → accepted values, for the fields that restrict."""
         wanted = {
             "doc_id": self.doc_ids,
+            "page": self.pages,
             "lang": self.langs,
             "modality": self.modalities,
             "file_type": self.file_types,

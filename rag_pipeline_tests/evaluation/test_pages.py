@@ -126,6 +126,7 @@ METHODS = {
     "hybrid dbsf + freshness",
     "hybrid dbsf - page context",
     "hybrid dbsf - page diversity",
+    "hybrid dbsf - named parts",
     "hybrid dbsf - query length",
     "hybrid dbsf - named year",
     "hybrid dbsf - identifiers",

@@ -113,6 +113,7 @@ def test_upserting_the_same_points_twice_creates_no_duplicates(store: VectorStor
 def test_filters_restrict_the_search(store: VectorStore) -> None:
     old, new = _point("a", "v1", 0, 1, lang="en"), _point("b", "v1", 0, 2, lang="zh")
     old.payload["mtime"], new.payload["mtime"] = 1_000.0, 2_000.0
+    old.payload["page"], new.payload["page"] = 4, 5
     store.upsert([old, new])
     query = _point("x", "v", 0, 1)
 
@@ -124,6 +125,7 @@ def test_filters_restrict_the_search(store: VectorStore) -> None:
     assert found(QueryFilter(doc_ids=("a", "b"), modalities=("text",))) == {"a", "b"}
     assert found(QueryFilter(modified_after=1_500.0)) == {"b"}
     assert found(QueryFilter(modified_before=1_500.0)) == {"a"}
+    assert found(QueryFilter(pages=(5, 6))) == {"b"}
 
 
 def test_vector_size_is_reported(store: VectorStore) -> None:

@@ -4,8 +4,9 @@ one search against the index itself."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from rag_pipeline.catalog import Catalog
@@ -32,6 +33,12 @@ from serving.retrieval.boosts import (
 from serving.retrieval.candidates import Candidate, QueryError, Retrieval
 from serving.retrieval.encoders import query_encoders
 from serving.retrieval.fusion import fuse
+from serving.retrieval.named_parts import (
+    NamedParts,
+    leading_documents,
+    named_parts,
+    with_named_passages,
+)
 
 if TYPE_CHECKING:
     from PIL.Image import Image
@@ -110,15 +117,58 @@ class Retriever:
                 if self.multilingual is not None and self.store.holds_multilingual()
                 else None
             )
-        with _timed(timings, "search"):
+
+        def nearest_where(where: QueryFilter | None, limit: int) -> NearestHits:
             return self.store.nearest(
                 dense,
                 (sparse.indices, sparse.values),
                 limit=limit,
-                query_filter=query_filter,
+                query_filter=where,
                 image=image,
                 multilingual=multilingual,
             )
+
+        with _timed(timings, "search"):
+            nearest = nearest_where(query_filter, limit)
+        if parts := named_parts(text):
+            with _timed(timings, "named parts"):
+                nearest.named = self._named(parts, text, nearest, query_filter, nearest_where)
+        return nearest
+
+    def _named(
+        self,
+        parts: NamedParts,
+        query: str,
+        nearest: NearestHits,
+        query_filter: QueryFilter | None,
+        nearest_where: Callable[[QueryFilter, int], NearestHits],
+    ) -> list[Hit]:
+        """The passages holding the ``parts`` a question names, in the documents its search
+        found first: each document searched again alone (on the named pages for pages), and
+        of each part the best passage there that holds it."""
+        config, understood = self.settings.retrieval, self.understands(query)
+        where = query_filter or QueryFilter()
+        named: dict[str, Hit] = {}
+        for doc_id in leading_documents(fuse(nearest, config, understood=understood)):
+            searches = []
+            if parts.pages:
+                # a passage is filed under the page it starts on: one over a break, the one before
+                pages = {page for shown in parts.pages for page in (shown - 1, shown)}
+                searches.append(replace(where, doc_ids=(doc_id,), pages=tuple(sorted(pages))))
+            if parts.labels:
+                searches.append(replace(where, doc_ids=(doc_id,)))
+            found = [
+                candidate
+                for restricted in searches
+                for candidate in fuse(
+                    nearest_where(restricted, config.prefetch), config, understood=understood
+                )
+            ]
+            for part in parts.each():
+                best = next((c for c in found if part.holds(c.payload)), None)
+                if best is not None and best.point_id not in named:
+                    named[best.point_id] = Hit(best.point_id, best.score, best.payload)
+        return list(named.values())
 
     def search_by_picture(
         self, picture: Image, query_filter: QueryFilter | None = None, *, limit: int = 12
@@ -181,6 +231,7 @@ class Retriever:
             )
         if config.named_year_weight and (years := years_in(query)):
             candidates = of_named_years(candidates, years, config.named_year_weight, depth)
+        candidates = with_named_passages(candidates, nearest.named)
         if config.page_passages is not None:
             candidates = diversified(candidates, config.page_passages)
         if config.identifier_documents and looks_up(query, terms):

@@ -1,0 +1,139 @@
+"""Parts of a document a question names: "page 5", "Figure 3", "Table 1-1", "Section 3.4",
+"the cover page", "第5页", "图3". A search by meaning and words finds the document such a
+question is about but rarely the part it names, whose number is one common word among many:
+the passages there are looked up in the documents found first and put before the rest of their
+document's."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from rag_pipeline.store import Hit, payload_pages
+from serving.retrieval.candidates import Candidate
+
+# How many of the documents found first a named part is looked up in: the question's document
+# is the first one found on most questions but not on all.
+NAMED_DOCUMENTS = 2
+
+_NUMBER = r"\d{1,4}(?:[.-]\d{1,3})*"
+_MORE = (
+    r"((?:\s*(?:,\s*(?:and|or)?|and|&|or)\s*\d{1,4})*)"  # "pages 15 and 16", "units 4, 5, and 6"
+)
+_PAGE = re.compile(rf"\b(?:pages?|slides?|p\.)\s*\(?({_NUMBER})\)?{_MORE}", re.IGNORECASE)
+_FIRST_PAGE = re.compile(r"\b(?:first|cover|front|title)\s+(?:page|slide)\b", re.IGNORECASE)
+_LABEL = re.compile(
+    rf"\b(fig(?:ure)?s?\.?|tables?|sections?|chapters?|appendix|appendices|parts?|units?)\s*"
+    rf"({_NUMBER}|[A-H]\b){_MORE}",
+    re.IGNORECASE,
+)
+_FIRST_LABEL = re.compile(r"\bfirst\s+(figure|table)\b", re.IGNORECASE)
+_CHINESE_PAGE = re.compile(r"第\s*(\d{1,4})\s*页")
+_CHINESE_LABEL = re.compile(rf"(图|表|第\s*(?=\d+\s*[章节]))\s*({_NUMBER})\s*([章节])?")
+
+# The kinds a label's word names, and how a passage shows that it holds the part: a figure or
+# table by its caption's line ("Figure 3:", "Table 2."), a section and the like by its heading.
+_KINDS = {
+    "fig": "figure",
+    "tab": "table",
+    "sec": "section",
+    "cha": "chapter",
+    "app": "appendix",
+    "par": "part",
+    "uni": "unit",
+}
+_CAPTIONED = {"figure": r"fig(?:ure)?\.?|图", "table": r"table|表"}
+_HEADED = {
+    "section": r"(?:section|§|第)?",
+    "chapter": r"chapter|第",
+    "appendix": r"appendix",
+    "part": r"part",
+    "unit": r"unit",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class NamedParts:
+    """The pages (1-based) and the labelled parts (kind, number) a question names."""
+
+    pages: frozenset[int] = frozenset()
+    labels: frozenset[tuple[str, str]] = frozenset()
+
+    def __bool__(self) -> bool:
+        return bool(self.pages or self.labels)
+
+    def each(self) -> list[NamedParts]:
+        """Each named part alone."""
+        return [NamedParts(pages=frozenset({page})) for page in sorted(self.pages)] + [
+            NamedParts(labels=frozenset({label})) for label in sorted(self.labels)
+        ]
+
+    def holds(self, payload: dict[str, Any]) -> bool:
+        """Whether a passage lies on a named page or holds a named figure's or table's caption
+        or a named section's heading."""
+        if self.pages & set(payload_pages(payload)):
+            return True
+        text = payload.get("text", "")
+        headings = "\n" + (payload.get("section") or "")
+        return any(
+            _pattern(kind, number).search(text if kind in _CAPTIONED else headings)
+            for kind, number in self.labels
+        )
+
+
+def named_parts(question: str) -> NamedParts:
+    pages: set[int] = set()
+    labels: set[tuple[str, str]] = set()
+    for match in _PAGE.finditer(question):
+        pages.add(int(re.split(r"[.-]", match.group(1))[0]))
+        pages.update(int(more) for more in re.findall(r"\d+", match.group(2)))
+    if _FIRST_PAGE.search(question):
+        pages.add(1)
+    pages.update(int(match.group(1)) for match in _CHINESE_PAGE.finditer(question))
+    for match in _LABEL.finditer(question):
+        kind = _KINDS[match.group(1)[:3].lower()]
+        for number in [match.group(2), *re.findall(r"\d+", match.group(3))]:
+            labels.add((kind, number.upper()))
+    labels.update((match.group(1).lower(), "1") for match in _FIRST_LABEL.finditer(question))
+    for match in _CHINESE_LABEL.finditer(question):
+        word, number, unit = match.groups()
+        kind = {"图": "figure", "表": "table"}.get(word) or (
+            "chapter" if unit == "章" else "section"
+        )
+        labels.add((kind, number))
+    return NamedParts(frozenset(page for page in pages if page > 0), frozenset(labels))
+
+
+def _pattern(kind: str, number: str) -> re.Pattern[str]:
+    """A line (of a caption) or a heading (of a section path) that starts with the label."""
+    words = _CAPTIONED.get(kind) or _HEADED[kind]
+    # "Figure 3" but not "Figure 30" or "Figure 3.2"; a section's number alone heads it too
+    return re.compile(
+        rf"(?:^|\n|{re.escape(' > ')})\s*(?:{words})\s*{re.escape(number)}(?![\d.]\d|\d)",
+        re.IGNORECASE,
+    )
+
+
+def leading_documents(candidates: list[Candidate], count: int = NAMED_DOCUMENTS) -> list[str]:
+    """The first ``count`` documents of a ranking."""
+    documents = dict.fromkeys(candidate.payload.get("doc_id", "") for candidate in candidates)
+    return [doc_id for doc_id in documents if doc_id][:count]
+
+
+def with_named_passages(candidates: list[Candidate], named: list[Hit]) -> list[Candidate]:
+    """The candidates with each ``named`` passage (best first) moved, or added, before the
+    first candidate of its document: a question naming a part of a document asks about it."""
+    if not named:
+        return candidates
+    by_id = {candidate.point_id: candidate for candidate in candidates}
+    chosen = [by_id.get(hit.point_id) or Candidate(hit.point_id, hit.payload) for hit in named]
+    moved = {candidate.point_id for candidate in chosen}
+    ordered = [candidate for candidate in candidates if candidate.point_id not in moved]
+    for doc_id in dict.fromkeys(candidate.payload.get("doc_id", "") for candidate in chosen):
+        first = next(
+            (i for i, c in enumerate(ordered) if c.payload.get("doc_id", "") == doc_id),
+            len(ordered),
+        )
+        ordered[first:first] = [c for c in chosen if c.payload.get("doc_id", "") == doc_id]
+    return ordered
