@@ -48,6 +48,8 @@ class Candidate:
     rerank_score: float | None = None
     freshness_score: float | None = None  # weight × 0.5^(age / half-life), when configured
     named_year_score: float | None = None  # weight when its document is of a year the query names
+    # what lifts a passage of a part the question names ("Figure 3") to the best score
+    named_score: float | None = None
     # The parts of a several-part question whose own searches added it to the whole question's
     # passages, which alone it answers (empty: found for the whole question).
     parts: frozenset[str] = frozenset()
@@ -55,12 +57,17 @@ class Candidate:
     @property
     def score(self) -> float:
         """The score that orders the final passages: the reranker's, else the fused one with
-        its page's context, plus the freshness and named year scores."""
+        its page's context, plus the freshness, named year and named part scores."""
         if self.rerank_score is not None:
             base = self.rerank_score
         else:
             base = self.fused_score + (self.page_score or 0.0)
-        return base + (self.freshness_score or 0.0) + (self.named_year_score or 0.0)
+        return (
+            base
+            + (self.freshness_score or 0.0)
+            + (self.named_year_score or 0.0)
+            + (self.named_score or 0.0)
+        )
 
     @property
     def text(self) -> str:

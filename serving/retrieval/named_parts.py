@@ -1,8 +1,7 @@
 """Parts of a document a question names: "page 5", "Figure 3", "Table 1-1", "Section 3.4",
 "the cover page", "第5页", "图3". A search by meaning and words finds the document such a
 question is about but rarely the part it names, whose number is one common word among many:
-the passages there are looked up in the documents found first and put before the rest of their
-document's."""
+the part is looked up in the documents found first, and its passage put first."""
 
 from __future__ import annotations
 
@@ -122,18 +121,16 @@ def leading_documents(candidates: list[Candidate], count: int = NAMED_DOCUMENTS)
 
 
 def with_named_passages(candidates: list[Candidate], named: list[Hit]) -> list[Candidate]:
-    """The candidates with each ``named`` passage (best first) moved, or added, before the
-    first candidate of its document: a question naming a part of a document asks about it."""
+    """The candidates with the ``named`` passages (best first) moved, or added, before all
+    others, each lifted to the best one's score: a question naming a part of a document asks
+    about that part, of the document searched first or of the next one."""
     if not named:
         return candidates
     by_id = {candidate.point_id: candidate for candidate in candidates}
     chosen = [by_id.get(hit.point_id) or Candidate(hit.point_id, hit.payload) for hit in named]
     moved = {candidate.point_id for candidate in chosen}
-    ordered = [candidate for candidate in candidates if candidate.point_id not in moved]
-    for doc_id in dict.fromkeys(candidate.payload.get("doc_id", "") for candidate in chosen):
-        first = next(
-            (i for i, c in enumerate(ordered) if c.payload.get("doc_id", "") == doc_id),
-            len(ordered),
-        )
-        ordered[first:first] = [c for c in chosen if c.payload.get("doc_id", "") == doc_id]
-    return ordered
+    others = [candidate for candidate in candidates if candidate.point_id not in moved]
+    best = max((candidate.score for candidate in [*chosen, *others]), default=0.0)
+    for candidate in chosen:
+        candidate.named_score = best - candidate.score
+    return chosen + others

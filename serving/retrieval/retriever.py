@@ -206,7 +206,8 @@ class Retriever:
         then come first, in rerank order); freshness and the named year added; at most
         ``page_passages`` of a page before the pages not yet shown; in a look-up, no dense
         guess before a passage holding a rare identifier; the first ``keep`` kept if they reach
-        ``min_score``.
+        ``min_score``; before all, the passages of the parts the question names (see
+        ``named_parts``).
         """
         terms = self.sparse.query_terms(query)  # None for SPLADE, which expands the query
         config = self._for_query(terms, fusion or self.settings.retrieval)
