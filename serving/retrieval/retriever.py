@@ -149,7 +149,13 @@ class Retriever:
         config, understood = self.settings.retrieval, self.understands(query)
         where = query_filter or QueryFilter()
         named: dict[str, Hit] = {}
-        for doc_id in leading_documents(fuse(nearest, config, understood=understood)):
+        # the documents the page's own search (of ``prefetch`` a ranking) finds first, whatever
+        # depth this search went to
+        cut = {
+            kind: getattr(nearest, kind)[: config.prefetch]
+            for kind in ("dense", "sparse", "image", "multilingual")
+        }
+        for doc_id in leading_documents(fuse(NearestHits(**cut), config, understood=understood)):
             searches = []
             if parts.pages:
                 # a passage is filed under the page it starts on: one over a break, the one before
