@@ -24,9 +24,16 @@ def query_command(args: argparse.Namespace) -> int:
         return 0
     if not hits:
         print("no results")
+    pages_shown: set[tuple[str, int]] = set()
     for rank, hit in enumerate(hits, 1):
         where = f"p. {hit['page']}" if hit["page"] else ""
-        print(f"{rank}. {hit['score']:.3f}  {hit['doc_id']}  {where}  {hit['section']}")
+        # the first passages show one a page (retrieval.page_passages): a page's next one comes
+        # after the other pages, whatever its score
+        page = (hit["doc_id"], hit["page"])
+        again = f"  (another passage of {where} above)" if page in pages_shown else ""
+        if hit["page"]:
+            pages_shown.add(page)
+        print(f"{rank}. {hit['score']:.3f}  {hit['doc_id']}  {where}  {hit['section']}{again}")
         print("   " + " ".join(hit["text"].split())[:300])
     return 0
 
