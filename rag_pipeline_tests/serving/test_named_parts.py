@@ -41,6 +41,7 @@ from serving.retrieval.named_parts import NamedParts, named_parts
         ("第5页的图3说明了什么？", {5}, {("figure", "3")}),
         ("表2和第3章讲了什么", set(), {("table", "2"), ("chapter", "3")}),
         ("How do I figure out the table of contents in 2 minutes?", set(), set()),
+        ("Which part a reviewer plays in section a of the form?", set(), set()),
     ],
 )
 def test_the_parts_a_question_names_are_read_off_it(

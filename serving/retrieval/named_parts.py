@@ -24,7 +24,7 @@ _PAGE = re.compile(rf"\b(?:pages?|slides?|p\.)\s*\(?({_NUMBER})\)?{_MORE}", re.I
 _FIRST_PAGE = re.compile(r"\b(?:first|cover|front|title)\s+(?:page|slide)\b", re.IGNORECASE)
 _LABEL = re.compile(
     rf"\b(fig(?:ure)?s?\.?|tables?|sections?|chapters?|appendix|appendices|parts?|units?)\s*"
-    rf"({_NUMBER}|[A-H]\b){_MORE}",
+    rf"({_NUMBER}|(?-i:[A-H])\b){_MORE}",  # an appendix's letter in capitals only
     re.IGNORECASE,
 )
 _FIRST_LABEL = re.compile(r"\bfirst\s+(figure|table)\b", re.IGNORECASE)
