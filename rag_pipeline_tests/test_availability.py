@@ -283,7 +283,7 @@ def test_in_a_browser_a_governor_archives_a_cited_document_and_puts_it_back(
         expect(page.locator("#preview-text")).to_contain_text("The document is archived")
         # Sources, open meanwhile, marks it at once (no reload).
         expect(listed).to_contain_text("archived: out of search")
-        found = httpx.get(f"{server.url}/api/search", params={"q": "otters hold hands"})
+        found = httpx.get(f"{server.url}/api/search", params={"q": "otters hold hands"}, timeout=60)
         assert "docs/otters.md" not in [document["id"] for document in found.json()]
         status = {row["doc_id"]: row for row in cli("status", "--home", home, "--json").json()}
         assert status["docs/otters.md"]["availability"].startswith("archived by local on ")
@@ -293,7 +293,7 @@ def test_in_a_browser_a_governor_archives_a_cited_document_and_puts_it_back(
         expect(page.locator("#put-back")).to_be_hidden(timeout=30_000)
         expect(page.locator("#archive")).to_be_visible()
         expect(listed).not_to_contain_text("archived")
-        found = httpx.get(f"{server.url}/api/search", params={"q": "otters hold hands"})
+        found = httpx.get(f"{server.url}/api/search", params={"q": "otters hold hands"}, timeout=60)
         assert "docs/otters.md" in [document["id"] for document in found.json()]
 
 

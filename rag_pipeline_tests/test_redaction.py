@@ -354,17 +354,21 @@ def test_search_answers_and_previews_hide_the_values_and_originals_are_not_serve
     redacted_server: str, redacted_home: Path
 ) -> None:
     found = httpx.get(
-        f"{redacted_server}/api/search", params={"q": "customer file account", "k": 20}
+        f"{redacted_server}/api/search",
+        params={"q": "customer file account", "k": 20},
+        timeout=60,  # the server's first search loads the models
     )
     assert found.status_code == 200 and "[EMAIL]" in found.text
     assert not [value for value in VALID if value in found.text]
-    original = httpx.get(f"{redacted_server}/api/file", params={"doc_id": "docs/customers.pdf"})
+    original = httpx.get(
+        f"{redacted_server}/api/file", params={"doc_id": "docs/customers.pdf"}, timeout=60
+    )
     assert original.status_code == 403 and "redaction" in original.text
 
     rows = live_chunks(redacted_home, "docs/customers.pdf")
     email_chunk = next(row for row in rows if "[EMAIL]" in row["text"])
     preview = httpx.get(
-        f"{redacted_server}/api/preview", params={"chunk_id": email_chunk["chunk_id"]}
+        f"{redacted_server}/api/preview", params={"chunk_id": email_chunk["chunk_id"]}, timeout=60
     )
     assert preview.status_code == 200 and preview.headers["content-type"] == "image/png"
     shown = Image.open(io.BytesIO(preview.content)).convert("L")
