@@ -195,7 +195,7 @@ def test_what_search_leaves_out_is_read_by_key_not_from_every_chunk(home: Path) 
         for statement in statements
         if "chunks" in statement
     ]
-    # Not "chunks_of_document (collection=?)": every chunk of the collection.
+    # Not "chunk_keys_of_document (collection=?)": every chunk of the collection.
     assert plans and not [plan for plan in plans if "(collection=?)" in plan or "SCAN" in plan]
     catalog.close()
 
@@ -226,6 +226,42 @@ def test_status_counts_and_lists_the_unsettled_documents_from_indexes_not_every_
     assert "COVERING INDEX" in counts, counts
     assert "documents_unsettled" in unsettled, unsettled
     catalog.close()
+
+
+def test_every_chunks_keys_are_read_from_an_index_and_an_older_catalog_gains_it(
+    home: Path,
+) -> None:
+    """What keeps `check` and the page's replica quick at millions of chunks: the keys of
+    every chunk come from an index alone (each row holds the chunk's text and boxes); a catalog
+    made before that index gains it, without the narrower one it replaces, when it opens."""
+    catalog = Catalog(load_settings(home))
+    catalog.target_collection(COLLECTION, {}, {})
+    catalog.commit_document(COLLECTION, _record("a", "v1"), [_chunk("a", "v1", 0)])
+    connection: sqlite3.Connection = catalog.database._connection  # type: ignore[attr-defined]
+    statements: list[str] = []
+    connection.set_trace_callback(statements.append)
+    assert [key[0] for key in catalog.chunk_keys(COLLECTION)] == ["a"]
+    connection.set_trace_callback(None)
+    [plan] = [
+        " ".join(row[3] for row in connection.execute(f"EXPLAIN QUERY PLAN {statement}"))
+        for statement in statements[:1]
+    ]
+    assert "COVERING INDEX" in plan, plan
+    # as schema 2 left it
+    connection.execute("DROP INDEX chunk_keys_of_document")
+    connection.execute(
+        "CREATE INDEX chunks_of_document ON chunks (collection, doc_id, chunk_index)"
+    )
+    connection.execute("UPDATE meta SET value = '2' WHERE key = 'schema'")
+    catalog.close()
+    reopened = Catalog(load_settings(home))
+    connection = reopened.database._connection  # type: ignore[attr-defined]
+    indexes = {
+        row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
+    }
+    assert "chunk_keys_of_document" in indexes and "chunks_of_document" not in indexes
+    assert [key[0] for key in reopened.chunk_keys(COLLECTION)] == ["a"]
+    reopened.close()
 
 
 def test_a_run_reads_the_rows_of_its_own_documents_only(catalog: Catalog) -> None:

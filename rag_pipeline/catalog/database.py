@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 
 _TABLES = (
     """CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
@@ -70,8 +70,11 @@ _TABLES = (
         phash TEXT,
         PRIMARY KEY (collection, chunk_id)
     )""",
-    """CREATE INDEX IF NOT EXISTS chunks_of_document
-        ON chunks (collection, doc_id, chunk_index)""",
+    # A document's chunks in order; with their versions and ids in the index itself, `check`
+    # and the page's replica read every chunk's keys without its row (text, boxes).
+    """CREATE INDEX IF NOT EXISTS chunk_keys_of_document
+        ON chunks (collection, doc_id, chunk_index, version, chunk_id)""",
+    """DROP INDEX IF EXISTS chunks_of_document""",  # its first columns, before schema 3
     # Every pass sums the points a collection should hold: from this index alone, not the rows.
     """CREATE INDEX IF NOT EXISTS documents_indexed_chunks
         ON documents (collection, chunks) WHERE indexed_version IS NOT NULL""",
