@@ -1,3 +1,7 @@
+import uuid
+
+import pytest
+
 from rag_pipeline import ids
 
 
@@ -5,6 +9,14 @@ def test_point_ids_are_deterministic_uuids_of_the_chunk_id() -> None:
     chunk = ids.chunk_id("docs/a.pdf", "v1", 3)
     assert ids.point_id(chunk) == ids.point_id(chunk)
     assert ids.point_id(chunk) != ids.point_id(ids.chunk_id("docs/a.pdf", "v2", 3))
+
+
+@pytest.mark.parametrize(
+    "chunk", [ids.chunk_id("docs/a.pdf", "v1", 3), "中文/报告.pdf@ab12#0", "", "x" * 500]
+)
+def test_a_point_id_is_the_chunk_ids_uuid5_in_the_point_namespace(chunk: str) -> None:
+    """Every stored point is named so: the ids a census derives must be exactly these."""
+    assert ids.point_id(chunk) == str(uuid.uuid5(ids.POINT_NAMESPACE, chunk))
 
 
 def test_document_ids_escape_control_characters_in_file_names() -> None:
