@@ -6,10 +6,11 @@ the part is looked up in the documents found first, and its passage put first.""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
-from rag_pipeline.store import Hit, payload_pages
+from rag_pipeline.store import Hit, QueryFilter, payload_pages
 from serving.retrieval.candidates import Candidate
 
 # How many of the documents found first a named part is looked up in: the question's document
@@ -118,6 +119,32 @@ def leading_documents(candidates: list[Candidate], count: int = NAMED_DOCUMENTS)
     """The first ``count`` documents of a ranking."""
     documents = dict.fromkeys(candidate.payload.get("doc_id", "") for candidate in candidates)
     return [doc_id for doc_id in documents if doc_id][:count]
+
+
+def look_up(
+    parts: NamedParts,
+    documents: list[str],
+    query_filter: QueryFilter,
+    search: Callable[[QueryFilter], list[Candidate]],
+) -> list[Hit]:
+    """Of each part, the best passage holding it in each of ``documents``: each document
+    searched again alone (``search``: the question's ranking under a filter), on the named
+    pages (and the pages before them) for pages."""
+    named: dict[str, Hit] = {}
+    for doc_id in documents:
+        searches = []
+        if parts.pages:
+            # a passage is filed under the page it starts on: one over a break, the one before
+            pages = {page for shown in parts.pages for page in (shown - 1, shown)}
+            searches.append(replace(query_filter, doc_ids=(doc_id,), pages=tuple(sorted(pages))))
+        if parts.labels:
+            searches.append(replace(query_filter, doc_ids=(doc_id,)))
+        found = [candidate for restricted in searches for candidate in search(restricted)]
+        for part in parts.each():
+            best = next((c for c in found if part.holds(c.payload)), None)
+            if best is not None and best.point_id not in named:
+                named[best.point_id] = Hit(best.point_id, best.score, best.payload)
+    return list(named.values())
 
 
 def with_named_passages(candidates: list[Candidate], named: list[Hit]) -> list[Candidate]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import fields
 from typing import TYPE_CHECKING
 
 from rag_pipeline.catalog import Catalog
@@ -36,6 +36,7 @@ from serving.retrieval.fusion import fuse
 from serving.retrieval.named_parts import (
     NamedParts,
     leading_documents,
+    look_up,
     named_parts,
     with_named_passages,
 )
@@ -143,38 +144,19 @@ class Retriever:
         query_filter: QueryFilter | None,
         nearest_where: Callable[[QueryFilter, int], NearestHits],
     ) -> list[Hit]:
-        """The passages holding the ``parts`` a question names, in the documents its search
-        found first: each document searched again alone (on the named pages for pages), and
-        of each part the best passage there that holds it."""
+        """The passages of the ``parts`` a question names, looked up in the documents the
+        page's own search (``prefetch`` hits a ranking, whatever depth this one went to) finds
+        first."""
         config, understood = self.settings.retrieval, self.understands(query)
-        where = query_filter or QueryFilter()
-        named: dict[str, Hit] = {}
-        # the documents the page's own search (of ``prefetch`` a ranking) finds first, whatever
-        # depth this search went to
+
+        def fused(where: QueryFilter) -> list[Candidate]:
+            return fuse(nearest_where(where, config.prefetch), config, understood=understood)
+
         cut = {
-            kind: getattr(nearest, kind)[: config.prefetch]
-            for kind in ("dense", "sparse", "image", "multilingual")
+            field.name: getattr(nearest, field.name)[: config.prefetch] for field in fields(nearest)
         }
-        for doc_id in leading_documents(fuse(NearestHits(**cut), config, understood=understood)):
-            searches = []
-            if parts.pages:
-                # a passage is filed under the page it starts on: one over a break, the one before
-                pages = {page for shown in parts.pages for page in (shown - 1, shown)}
-                searches.append(replace(where, doc_ids=(doc_id,), pages=tuple(sorted(pages))))
-            if parts.labels:
-                searches.append(replace(where, doc_ids=(doc_id,)))
-            found = [
-                candidate
-                for restricted in searches
-                for candidate in fuse(
-                    nearest_where(restricted, config.prefetch), config, understood=understood
-                )
-            ]
-            for part in parts.each():
-                best = next((c for c in found if part.holds(c.payload)), None)
-                if best is not None and best.point_id not in named:
-                    named[best.point_id] = Hit(best.point_id, best.score, best.payload)
-        return list(named.values())
+        documents = leading_documents(fuse(NearestHits(**cut), config, understood=understood))
+        return look_up(parts, documents, query_filter or QueryFilter(), fused)
 
     def search_by_picture(
         self, picture: Image, query_filter: QueryFilter | None = None, *, limit: int = 12
