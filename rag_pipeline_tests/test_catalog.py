@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tracemalloc
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +149,24 @@ def test_deleting_forgets_a_document_in_every_collection_and_marks_its_points(
     assert catalog.repairs(COLLECTION) == []
 
 
+@contextmanager
+def _traced(catalog: Catalog) -> Iterator[list[str]]:
+    """The SQL statements the block runs on the catalog's SQLite connection."""
+    connection: sqlite3.Connection = catalog.database._connection  # type: ignore[attr-defined]
+    statements: list[str] = []
+    connection.set_trace_callback(statements.append)
+    try:
+        yield statements
+    finally:
+        connection.set_trace_callback(None)
+
+
+def _plan(catalog: Catalog, statement: str) -> str:
+    """SQLite's plan for ``statement``, its steps on one line."""
+    connection: sqlite3.Connection = catalog.database._connection  # type: ignore[attr-defined]
+    return " ".join(row[3] for row in connection.execute(f"EXPLAIN QUERY PLAN {statement}"))
+
+
 def test_deleting_a_document_looks_its_rows_up_instead_of_reading_every_chunk(
     home: Path,
 ) -> None:
@@ -158,16 +177,10 @@ def test_deleting_a_document_looks_its_rows_up_instead_of_reading_every_chunk(
     catalog.target_collection(COLLECTION, {}, {})
     for doc_id in ("a", "b"):
         catalog.commit_document(COLLECTION, _record(doc_id, "v1"), [_chunk(doc_id, "v1", 0)])
-    connection: sqlite3.Connection = catalog.database._connection  # type: ignore[attr-defined]
-    statements: list[str] = []
-    connection.set_trace_callback(statements.append)
-    catalog.delete_documents(["a"])
-    connection.set_trace_callback(None)
+    with _traced(catalog) as statements:
+        catalog.delete_documents(["a"])
     searched = [s for s in statements if s.lstrip().upper().startswith(("SELECT", "DELETE"))]
-    plans = [
-        " ".join(row[3] for row in connection.execute(f"EXPLAIN QUERY PLAN {statement}"))
-        for statement in searched
-    ]
+    plans = [_plan(catalog, statement) for statement in searched]
     assert any("chunks" in statement for statement in searched)
     assert [plan for plan in plans if "SCAN documents" in plan or "SCAN chunks" in plan] == []
     assert list(catalog.documents(COLLECTION)) == ["b"]
@@ -185,16 +198,9 @@ def test_what_search_leaves_out_is_read_by_key_not_from_every_chunk(home: Path) 
     rejected = _chunks(catalog, COLLECTION, "b")[1]
     catalog.set_availability("b", "rejected", "admin", text_hash=rejected["text_hash"])
     catalog.set_availability("c", "archived", "admin")
-    connection: sqlite3.Connection = catalog.database._connection  # type: ignore[attr-defined]
-    statements: list[str] = []
-    connection.set_trace_callback(statements.append)
-    assert catalog.offline(COLLECTION) == (["c"], [rejected["chunk_id"]])
-    connection.set_trace_callback(None)
-    plans = [
-        " ".join(row[3] for row in connection.execute(f"EXPLAIN QUERY PLAN {statement}"))
-        for statement in statements
-        if "chunks" in statement
-    ]
+    with _traced(catalog) as statements:
+        assert catalog.offline(COLLECTION) == (["c"], [rejected["chunk_id"]])
+    plans = [_plan(catalog, statement) for statement in statements if "chunks" in statement]
     # Not "chunk_keys_of_document (collection=?)": every chunk of the collection.
     assert plans and not [plan for plan in plans if "(collection=?)" in plan or "SCAN" in plan]
     catalog.close()
@@ -209,17 +215,10 @@ def test_status_counts_and_lists_the_unsettled_documents_from_indexes_not_every_
     catalog.target_collection(COLLECTION, {}, {})
     for doc_id in ("a", "b"):
         catalog.commit_document(COLLECTION, _record(doc_id, "v1"), [_chunk(doc_id, "v1", 0)])
-    connection: sqlite3.Connection = catalog.database._connection  # type: ignore[attr-defined]
-    statements: list[str] = []
-    connection.set_trace_callback(statements.append)
-    assert catalog.document_counts(COLLECTION) == {"indexed": 2}
-    assert catalog.unsettled_documents(COLLECTION) == {}
-    connection.set_trace_callback(None)
-    plans = [
-        " ".join(row[3] for row in connection.execute(f"EXPLAIN QUERY PLAN {statement}"))
-        for statement in statements
-        if statement.lstrip().upper().startswith("SELECT")
-    ]
+    with _traced(catalog) as statements:
+        assert catalog.document_counts(COLLECTION) == {"indexed": 2}
+        assert catalog.unsettled_documents(COLLECTION) == {}
+    plans = [_plan(catalog, statement) for statement in statements]
     # the counts from an index alone; the unsettled from the index of those only (the key's
     # index, "(collection=?)", reads every document of the collection)
     counts, unsettled = plans
@@ -237,17 +236,12 @@ def test_every_chunks_keys_are_read_from_an_index_and_an_older_catalog_gains_it(
     catalog = Catalog(load_settings(home))
     catalog.target_collection(COLLECTION, {}, {})
     catalog.commit_document(COLLECTION, _record("a", "v1"), [_chunk("a", "v1", 0)])
-    connection: sqlite3.Connection = catalog.database._connection  # type: ignore[attr-defined]
-    statements: list[str] = []
-    connection.set_trace_callback(statements.append)
-    assert [key[0] for key in catalog.chunk_keys(COLLECTION)] == ["a"]
-    connection.set_trace_callback(None)
-    [plan] = [
-        " ".join(row[3] for row in connection.execute(f"EXPLAIN QUERY PLAN {statement}"))
-        for statement in statements[:1]
-    ]
+    with _traced(catalog) as statements:
+        assert [key[0] for key in catalog.chunk_keys(COLLECTION)] == ["a"]
+    plan = _plan(catalog, statements[0])
     assert "COVERING INDEX" in plan, plan
     # as schema 2 left it
+    connection: sqlite3.Connection = catalog.database._connection  # type: ignore[attr-defined]
     connection.execute("DROP INDEX chunk_keys_of_document")
     connection.execute(
         "CREATE INDEX chunks_of_document ON chunks (collection, doc_id, chunk_index)"
