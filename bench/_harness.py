@@ -135,19 +135,26 @@ def children_cpu_seconds() -> float:
 
 
 class _Peak(threading.Thread):
+    """The peak of the summed RSS (``peak``) and of its anonymous part (``peak_anonymous``: RSS
+    less the pages of mapped files, such as a vector store's, which the page cache shares and
+    the kernel takes back under pressure)."""
+
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
-        self.pid, self.peak = pid, 0
+        self.pid, self.peak, self.peak_anonymous = pid, 0, 0
 
     def run(self) -> None:
         try:
             root = psutil.Process(self.pid)
             while root.is_running() and root.status() != psutil.STATUS_ZOMBIE:
-                total = 0
+                total = anonymous = 0
                 for process in [root, *root.children(recursive=True)]:
                     with contextlib.suppress(psutil.Error):
-                        total += process.memory_info().rss
+                        memory = process.memory_info()
+                        total += memory.rss
+                        anonymous += memory.rss - memory.shared
                 self.peak = max(self.peak, total)
+                self.peak_anonymous = max(self.peak_anonymous, anonymous)
                 time.sleep(0.05)
         except psutil.Error:
             pass
