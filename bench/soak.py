@@ -110,7 +110,7 @@ def main() -> None:
             doubled += doubled_versions(home)
             fresh = run_cli("index", "--home", home)
             converge.append(fresh.seconds)
-            found = audit(load_settings(home)) + disk_mismatches(home, notes)
+            found = audit(load_settings(home)).problems + disk_mismatches(home, notes)
             problems += [f"round {serial}: {problem}" for problem in found]
         print(
             f"{args.kills} rounds, {landed} kills inside a run; violations: {doubled} answers "

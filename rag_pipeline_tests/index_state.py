@@ -49,7 +49,7 @@ def inconsistencies(home: Path, on_disk: dict[str, str] | None = None) -> list[s
     """What breaks the index's promise, as sentences (``checks.audit``); with ``on_disk`` (doc
     id → text of the file) also every file not in the catalog, and every deleted one still in
     it."""
-    problems = audit(load_settings(home))
+    problems = audit(load_settings(home)).problems
     if on_disk is not None:
         records = live_records(home)
         problems += [

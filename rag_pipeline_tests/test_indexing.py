@@ -436,6 +436,39 @@ def test_the_consistency_checks_name_missing_and_orphan_points_and_flag_their_re
     assert inconsistencies(home) == []
 
 
+def test_check_counts_the_store_and_reads_every_point_when_the_count_disagrees_or_asked(
+    cli: Cli, indexed: tuple[Path, Path]
+) -> None:
+    home, _ = indexed
+    counted = cli("check", "--home", home)
+    assert counted.code == 0 and "`check --full` compares every point" in counted.out
+    assert cli("check", "--home", home, "--full").out.endswith("point by point\n")
+    indexer = Indexer(load_settings(home))
+    try:
+        lost = indexer.store.count("docs/policy.docx")
+        indexer.store.delete_document("docs/policy.docx")
+        # As many points of an old version of the guide as policy.docx lost, kept aside.
+        stale = _guide_points(indexer)[:lost]
+    finally:
+        indexer.close()
+    short = cli("check", "--home", home)  # the count disagrees: every point is read
+    assert short.code == 1 and short.out.startswith(f"docs/policy.docx: {lost} chunks but 0")
+    for number, point in enumerate(stale):
+        point.point_id = f"00000000-0000-0000-0000-{number:012x}"
+        point.payload["version"] = "an-old-version"
+    indexer = Indexer(load_settings(home))
+    try:
+        indexer.store.upsert(stale)
+    finally:
+        indexer.close()
+    # The count agrees now: only reading every point tells.
+    assert cli("check", "--home", home).code == 0
+    full = cli("check", "--home", home, "--full")
+    assert full.code == 1
+    assert "docs/guide.md: points of version an-old-version" in full.out
+    assert f"docs/policy.docx: {lost} chunks but 0 points" in full.out
+
+
 def test_a_run_repairs_only_its_own_documents_not_another_live_runs_uncommitted_points(
     cli: Cli, home: Path, source: Path
 ) -> None:

@@ -184,15 +184,19 @@ def availability_command(args: argparse.Namespace) -> int:
 def check_command(args: argparse.Namespace) -> int:
     from rag_pipeline.indexing.checks import audit
 
-    problems = audit(settings_of(args))
-    for problem in problems:
+    outcome = audit(settings_of(args), every_point=args.full)
+    for problem in outcome.problems:
         print(problem)
-    print(
-        f"{len(problems)} problems: `rag-pipeline index` repairs them"
-        if problems
-        else "the store and the catalog agree"
-    )
-    return 1 if problems else 0
+    if outcome.problems:
+        print(f"{len(outcome.problems)} problems: `rag-pipeline index` repairs them")
+    elif outcome.every_point_read:
+        print("the store and the catalog agree, point by point")
+    else:
+        print(
+            "the store and the catalog agree: as many points as indexed chunks, each chunk of "
+            "its document's live version (`check --full` compares every point)"
+        )
+    return 1 if outcome.problems else 0
 
 
 def export_command(args: argparse.Namespace) -> int:

@@ -154,22 +154,28 @@ def _seen(settings: Settings, catalog: Catalog, collection: str) -> str | None:
     return None if files is None else f"{catalog.expected_points(collection)} {files}"
 
 
-def audit(settings: Settings) -> list[str]:
-    """Everything that breaks the index's promise in the live collection, as sentences (empty
-    when it holds): each indexed document has exactly its live version's points and catalog
-    chunks, and no point belongs to anything else. Reads every point's id and every chunk's
-    key: slow on a large index, exact on any (``rag-pipeline check``, the fault tests,
-    ``bench/soak.py``)."""
+@dataclass(frozen=True, slots=True)
+class Audit:
+    problems: list[str]  # sentences, empty when the index keeps its promise
+    every_point_read: bool  # else the store was counted (``consistency.take_census``)
+
+
+def audit(settings: Settings, *, every_point: bool = True) -> Audit:
+    """Everything that breaks the index's promise in the live collection: each indexed
+    document has exactly its live version's points and catalog chunks, and no point belongs to
+    anything else. Reads every chunk's key and, with ``every_point`` or when the store's count
+    disagrees with the catalog, every point's id: slow on a large index, exact on any
+    (``rag-pipeline check [--full]``, the fault tests, ``bench/soak.py``)."""
     with Catalog(settings) as catalog:
         live = catalog.live_collection()
         if live is None:
-            return []
+            return Audit([], every_point_read=True)
         store = open_vector_store(settings, live.name)
         try:
-            census = take_census(catalog, store, live.name)
+            census = take_census(catalog, store, live.name, by_count=not every_point)
         finally:
             store.close()
-    return sorted(
+    problems = sorted(
         [f"{doc_id}: {problem}" for doc_id, problem in census.missing().items()]
         + [
             f"{doc_id}: the catalog's chunks are not those of its live version"
@@ -177,3 +183,4 @@ def audit(settings: Settings) -> list[str]:
         ]
         + [f"{doc_id}: {problem}" for doc_id, problem in census.orphans().items()]
     )
+    return Audit(problems, every_point_read=not census.counted)

@@ -54,15 +54,18 @@ class CollectionMirror:
         held = _read_held(self.path, points)
         # A replica far behind the index (a first start, a large import while the page was
         # down) becomes a copy of the index's files instead of copying documents one by one.
-        # What it holds is then read back from its points: what the copy took that is not
-        # committed is mended by the refreshes.
-        if points * 2 < catalog.expected_points(
+        # What it holds is then read back: by count when the catalog did not change from
+        # before the copy to after that read, else from its points; what the copy took that is
+        # not committed is mended by the refreshes.
+        stamp = catalog.change_stamp(collection.name)
+        copied = points * 2 < catalog.expected_points(
             collection.name
-        ) and self.store.replace_with_copy_of(embedded_path(settings, collection.name)):
-            held = None
+        ) and self.store.replace_with_copy_of(embedded_path(settings, collection.name))
         sizes = vector_sizes(self.settings)
         self.store.ensure_collection(sizes.dense, sizes.image, sizes.multilingual)
-        self._held = _versions_held(catalog, self.store, collection.name) if held is None else held
+        if copied or held is None:
+            held = _versions_held(catalog, self.store, collection.name, stamp if copied else None)
+        self._held = held
         self._seen: tuple[object, ...] | None = None  # the catalog state refreshed from last
         self._waiting = False
 
@@ -180,13 +183,19 @@ def _read_held(replica: Path, points: int) -> dict[str, str] | None:
 _MIXED = ""
 
 
-def _versions_held(catalog: Catalog, store: EdgeStore, collection: str) -> dict[str, str]:
+def _versions_held(
+    catalog: Catalog, store: EdgeStore, collection: str, copied_at: tuple[object, ...] | None
+) -> dict[str, str]:
     """The version of each document the replica holds points of (``_MIXED`` for a document
     with points of several, or only some of its version's: a copy stopped half-way, or an index
-    copied with points a run had not committed)."""
+    copied with points a run had not committed). ``copied_at``: the catalog's change stamp from
+    before the replica was copied from the index, when it was; the census is then taken by
+    count if the catalog is still there (the copy and the catalog seen at one moment)."""
     if not store.count():
         return {}
-    census = take_census(catalog, store, collection)
+    census = take_census(catalog, store, collection, by_count=copied_at is not None)
+    if census.counted and catalog.change_stamp(collection) != copied_at:
+        census = take_census(catalog, store, collection)
     held = {
         doc_id: version if points == chunks else _MIXED
         for doc_id, points in census.found.items()
