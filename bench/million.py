@@ -14,8 +14,9 @@ per step, inside that step's build). After each build: an unchanged re-run twice
 compares every file with its row and records that nothing changed), one file changed
 and indexed (then found by a query in a new process), one deleted, ``serve`` (until its page
 and a first search answer, then searches through its API, and its memory), ``status``,
-``check``, ``export``, and the home's disk use and Dagster event log. Each row is printed as
-its step ends, then the whole table; ratios are against the first step, of the same run.
+``check`` (counted and ``--full``), ``export``, and the home's disk use and Dagster event
+log. Each row is printed as its step ends, then the whole table; ratios are against the first
+step, of the same run.
 
 What the run has done is kept in ``--work``'s ``progress.json``: started again with the same
 ``--work`` after its process was stopped (a session's end), the bench goes on where it was,
@@ -141,6 +142,7 @@ def measure_step(
     measure_serving(step, home, env)
     step.put("status", measured(run_cli("status", "--home", home, env=env)))
     step.put("check", measured(run_cli("check", "--home", home, env=env)))
+    step.put("check --full", measured(run_cli("check", "--full", "--home", home, env=env)))
     exported = work / "export"
     export = run_cli("export", "--home", home, "--to", exported, env=env)
     step.put("export", f"{measured(export)}, {mb(disk_bytes(exported))} of Parquet")
