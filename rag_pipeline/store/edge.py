@@ -14,6 +14,7 @@ opened only under a lock of our own, taken first; a second process waits for it,
 
 from __future__ import annotations
 
+import logging
 import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -40,7 +41,9 @@ from rag_pipeline.store.schema import (
 )
 
 if TYPE_CHECKING:
-    from qdrant_edge import EdgeShard, Filter
+    from qdrant_edge import EdgeConfig, EdgeShard, Filter, SearchParams
+
+logger = logging.getLogger(__name__)
 
 _UPSERT_BATCH = 256
 _REOPEN_AFTER_POINTS = 20_000
@@ -49,6 +52,10 @@ _MAX_SEGMENT_KB = 64_000
 _SCROLL_PAGE = 2048
 _ID_SCROLL_PAGE = 10_000  # ids alone: larger pages, fewer calls
 _CONFIG_FILE = "edge_config.json"  # written by qdrant_edge itself
+_QUANTILE = 0.99  # the int8 copies' range: outliers past it are clipped
+# The hits scored again on the full vectors, per hit asked for: what keeps the int8 scan's
+# ranking the exact one.
+_OVERSAMPLING = 2.0
 
 
 class EdgeStore:
@@ -112,63 +119,38 @@ class EdgeStore:
     def ensure_collection(
         self, dense_dim: int, image_dim: int | None = None, multilingual_dim: int | None = None
     ) -> None:
-        from qdrant_edge import (
-            Distance,
-            EdgeConfig,
-            EdgeOptimizersConfig,
-            EdgeShard,
-            EdgeSparseVectorParams,
-            EdgeVectorParams,
-            HnswIndexConfig,
-            Memory,
-            Modifier,
-            PayloadSchemaType,
-            UpdateOperation,
-        )
+        from qdrant_edge import EdgeShard, PayloadSchemaType, UpdateOperation
 
+        config = _shard_config_for(dense_dim, image_dim, multilingual_dim)
         if self._shard is not None:
             held = (self.dense_size(), self.image_size(), self.multilingual_size())
-            if held == (dense_dim, image_dim, multilingual_dim):
-                return
-            # Never dropped here: another layout is another collection (VectorLayout).
-            raise StoreError(
-                f"the vector store at {self.path} holds {VectorSizes(*held)} but the models "
-                f"give {VectorSizes(dense_dim, image_dim, multilingual_dim)}"
-            )
-        # Cold: the files are mapped and read on demand, not loaded into memory when the shard
-        # opens; the operating system's page cache keeps what searches touch. That holds for
-        # optimized segments only: an appendable one keeps its sparse index in memory, so the
-        # shard is optimized as it grows (see optimize), into segments of exact search (no
-        # HNSW graph, m=0), as appendable segments are searched.
-        vectors = {
-            DENSE_VECTOR: EdgeVectorParams(
-                size=dense_dim, distance=Distance.Cosine, memory=Memory.Cold
-            )
-        }
-        if image_dim:
-            vectors[IMAGE_VECTOR] = EdgeVectorParams(
-                size=image_dim, distance=Distance.Cosine, memory=Memory.Cold
-            )
-        if multilingual_dim:
-            vectors[MULTILINGUAL_VECTOR] = EdgeVectorParams(
-                size=multilingual_dim, distance=Distance.Cosine, memory=Memory.Cold
-            )
-        config = EdgeConfig(
-            vectors=vectors,
-            sparse_vectors={
-                SPARSE_VECTOR: EdgeSparseVectorParams(modifier=Modifier.Idf, memory=Memory.Cold)
-            },
-            payload_memory=Memory.Cold,
-            id_tracker_memory=Memory.Cold,
-            hnsw_config=HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10_000),
-            optimizers=EdgeOptimizersConfig(max_segment_size=_MAX_SEGMENT_KB),
-        )
+            if held != (dense_dim, image_dim, multilingual_dim):
+                # Never dropped here: another layout is another collection (VectorLayout).
+                raise StoreError(
+                    f"the vector store at {self.path} holds {VectorSizes(*held)} but the models "
+                    f"give {VectorSizes(dense_dim, image_dim, multilingual_dim)}"
+                )
+            if self._exact_segments() and "quantization_config" not in self._shard_config():
+                self._quantize(config)
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._shard = EdgeShard.create(str(self.path), config)
         for field in INDEXED_FIELDS:
             self._shard.update(UpdateOperation.create_field_index(field, PayloadSchemaType.Keyword))
         for field in RANGE_FIELDS:
             self._shard.update(UpdateOperation.create_field_index(field, PayloadSchemaType.Float))
+
+    def _quantize(self, config: Any) -> None:
+        """Give a shard written before its dense vectors were quantized their int8 copies, in
+        place: the engine takes the new layout on load and rewrites each segment with it."""
+        from qdrant_edge import EdgeShard
+
+        logger.info("quantizing the dense vectors of %s (once)", self.path)
+        self.shard.flush()
+        self.shard.close()
+        self._shard = EdgeShard.load(str(self.path), config)
+        self._shard.optimize()
+        self._config = None
 
     @property
     def shard(self) -> EdgeShard:
@@ -254,8 +236,11 @@ class EdgeStore:
         indexing threshold; below it, this costs nothing): its sparse index then leaves
         memory. Shards created before exact-search segments were configured are left as
         they are: optimizing them would build an HNSW graph of the whole index at once."""
-        if self._shard is not None and self._shard_config().get("hnsw_config", {}).get("m") == 0:
+        if self._shard is not None and self._exact_segments():
             self._shard.optimize()
+
+    def _exact_segments(self) -> bool:
+        return self._shard_config().get("hnsw_config", {}).get("m") == 0
 
     def delete_document(self, doc_id: str, keep_version: str | None = None) -> None:
         from qdrant_edge import FieldCondition, Filter, MatchValue, UpdateOperation
@@ -328,11 +313,18 @@ class EdgeStore:
             searches["multilingual"] = Query.Nearest(
                 multilingual.tolist(), using=MULTILINGUAL_VECTOR
             )
+        rescored = _rescored()
         found = self._shard.query_batch(
             QueryBatchRequest(
                 [
-                    QueryRequest(limit=limit, query=search, filter=selection, with_payload=True)
-                    for search in searches.values()
+                    QueryRequest(
+                        limit=limit,
+                        query=search,
+                        filter=selection,
+                        with_payload=True,
+                        params=None if ranking == "sparse" else rescored,
+                    )
+                    for ranking, search in searches.items()
                 ]
             )
         )
@@ -356,6 +348,7 @@ class EdgeStore:
                 query=Query.Nearest(image.tolist(), using=IMAGE_VECTOR),
                 filter=_edge_filter(query_filter),
                 with_payload=True,
+                params=_rescored(),
             )
         )
         return [Hit(str(point.id), point.score, point.payload or {}) for point in found]
@@ -375,6 +368,62 @@ class EdgeStore:
             self._shard.close()
             self._shard = None
         self._lock.release()
+
+
+def _shard_config_for(
+    dense_dim: int, image_dim: int | None, multilingual_dim: int | None
+) -> EdgeConfig:
+    """The shard's layout. Cold: the files are mapped and read on demand, not loaded into
+    memory when the shard opens; the operating system's page cache keeps what searches touch.
+    That holds for optimized segments only: an appendable one keeps its sparse index in memory,
+    so the shard is optimized as it grows (``EdgeStore.optimize``), into segments of exact
+    search (no HNSW graph, m=0), as appendable segments are searched. The dense vectors also
+    have int8 copies, a quarter of their size, which the exact search scans; the best hits are
+    scored again on the full vectors (``_rescored``)."""
+    from qdrant_edge import (
+        Distance,
+        EdgeConfig,
+        EdgeOptimizersConfig,
+        EdgeSparseVectorParams,
+        EdgeVectorParams,
+        HnswIndexConfig,
+        Memory,
+        Modifier,
+        ScalarQuantizationConfig,
+        ScalarType,
+    )
+
+    sizes = {
+        DENSE_VECTOR: dense_dim,
+        IMAGE_VECTOR: image_dim,
+        MULTILINGUAL_VECTOR: multilingual_dim,
+    }
+    return EdgeConfig(
+        vectors={
+            name: EdgeVectorParams(size=size, distance=Distance.Cosine, memory=Memory.Cold)
+            for name, size in sizes.items()
+            if size
+        },
+        sparse_vectors={
+            SPARSE_VECTOR: EdgeSparseVectorParams(modifier=Modifier.Idf, memory=Memory.Cold)
+        },
+        payload_memory=Memory.Cold,
+        id_tracker_memory=Memory.Cold,
+        hnsw_config=HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10_000),
+        quantization_config=ScalarQuantizationConfig(
+            type=ScalarType.Int8, quantile=_QUANTILE, memory=Memory.Cold
+        ),
+        optimizers=EdgeOptimizersConfig(max_segment_size=_MAX_SEGMENT_KB),
+    )
+
+
+def _rescored() -> SearchParams:
+    """A dense search over the int8 copies whose best hits are scored on the full vectors."""
+    from qdrant_edge import QuantizationSearchParams, SearchParams
+
+    return SearchParams(
+        quantization=QuantizationSearchParams(rescore=True, oversampling=_OVERSAMPLING)
+    )
 
 
 def _lock_of(path: Path) -> FileLock:

@@ -222,16 +222,13 @@ def test_a_long_write_to_the_embedded_store_loses_nothing_when_it_reopens_the_sh
     store.close()
 
 
-def test_an_embedded_shard_that_grew_large_is_optimized_into_exact_search_segments(
-    tmp_path: Path,
-) -> None:
-    from qdrant_edge import EdgeShard
+def _unit_vectors(rows: int, size: int = 384) -> np.ndarray:
+    vectors = np.random.default_rng(0).normal(size=(rows, size)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
-    # Past Qdrant's indexing threshold (10 MB of vectors): 7,000 vectors of 384 floats.
-    rng = np.random.default_rng(0)
-    vectors = rng.normal(size=(7000, 384)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    points = [
+
+def _log_points(vectors: np.ndarray) -> list[IndexPoint]:
+    return [
         IndexPoint(
             point_id=f"00000000-0000-0000-0000-{row + 1:012d}",
             dense=vectors[row],
@@ -240,20 +237,79 @@ def test_an_embedded_shard_that_grew_large_is_optimized_into_exact_search_segmen
         )
         for row in range(len(vectors))
     ]
+
+
+def _each_finds_itself_first(store: EdgeStore, vectors: np.ndarray) -> None:
+    for row in (0, 3456, 6999):  # exact search: each vector finds itself first
+        nearest = store.nearest(vectors[row], (np.array([row]), np.array([1.0])), limit=3)
+        assert nearest.dense[0].payload["chunk_id"] == f"big.log#{row}"
+        assert nearest.sparse[0].payload["chunk_id"] == f"big.log#{row}"
+    assert store.count() == len(vectors)
+
+
+def _quantized_files(shard: Path) -> list[Path]:
+    return list(shard.rglob("quantized.data"))
+
+
+def test_an_embedded_shard_that_grew_large_is_optimized_into_quantized_exact_search_segments(
+    tmp_path: Path,
+) -> None:
+    from qdrant_edge import EdgeShard
+
+    # Past Qdrant's indexing threshold (10 MB of vectors): 7,000 vectors of 384 floats.
+    vectors = _unit_vectors(7000)
     store = EdgeStore(tmp_path / "edge")
     store.ensure_collection(384)
-    store.upsert(points)
+    store.upsert(_log_points(vectors))
     store.close()  # a writer optimizes as it closes
 
     shard = EdgeShard.load(str(tmp_path / "edge"))
     assert shard.info().segments_count > 1  # the appendable segment was optimized
     shard.close()
+    assert _quantized_files(tmp_path / "edge")  # with the dense vectors' int8 copies
     reopened = EdgeStore(tmp_path / "edge")
-    for row in (0, 3456, 6999):  # exact search: each vector finds itself first
-        nearest = reopened.nearest(vectors[row], (np.array([row]), np.array([1.0])), limit=3)
-        assert nearest.dense[0].payload["chunk_id"] == f"big.log#{row}"
-        assert nearest.sparse[0].payload["chunk_id"] == f"big.log#{row}"
-    assert reopened.count() == 7000
+    _each_finds_itself_first(reopened, vectors)
+    reopened.close()
+
+
+def test_a_shard_written_before_quantization_is_quantized_in_place_losing_nothing(
+    tmp_path: Path,
+) -> None:
+    from qdrant_edge import (
+        Distance,
+        EdgeConfig,
+        EdgeShard,
+        EdgeSparseVectorParams,
+        EdgeVectorParams,
+        HnswIndexConfig,
+        Memory,
+        Modifier,
+    )
+
+    path = tmp_path / "edge"
+    # The layout of an older release: exact-search segments, no int8 copies.
+    EdgeShard.create(
+        str(path),
+        EdgeConfig(
+            vectors={
+                "text_dense": EdgeVectorParams(
+                    size=384, distance=Distance.Cosine, memory=Memory.Cold
+                )
+            },
+            sparse_vectors={"text_sparse": EdgeSparseVectorParams(modifier=Modifier.Idf)},
+            hnsw_config=HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10_000),
+        ),
+    ).close()
+    vectors = _unit_vectors(7000)
+    store = EdgeStore(path)
+    store.upsert(_log_points(vectors))
+    store.close()
+    assert not _quantized_files(path)
+
+    reopened = EdgeStore(path)
+    reopened.ensure_collection(384)  # as a run or the page opens it
+    assert _quantized_files(path)
+    _each_finds_itself_first(reopened, vectors)
     reopened.close()
 
 
