@@ -140,7 +140,7 @@ class EdgeStore:
         for field in RANGE_FIELDS:
             self._shard.update(UpdateOperation.create_field_index(field, PayloadSchemaType.Float))
 
-    def _quantize(self, config: Any) -> None:
+    def _quantize(self, config: EdgeConfig) -> None:
         """Give a shard written before its dense vectors were quantized their int8 copies, in
         place: the engine takes the new layout on load and rewrites each segment with it."""
         from qdrant_edge import EdgeShard
