@@ -43,6 +43,7 @@ class Measured:
     # User + system CPU of the process and every descendant it waited for: unlike wall time,
     # barely moved by other jobs sharing the cores.
     cpu_seconds: float
+    peak_anonymous_mb: float  # the same peak without mapped files' pages (see _Peak)
 
     @property
     def summary(self) -> str:
@@ -84,7 +85,13 @@ def run_command(
     seconds = time.perf_counter() - started
     if process.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} failed:\n{err[-3000:]}")
-    return Measured(seconds, peak.result() / 2**20, out, children_cpu_seconds() - cpu_before)
+    return Measured(
+        seconds,
+        peak.result() / 2**20,
+        out,
+        children_cpu_seconds() - cpu_before,
+        peak.peak_anonymous / 2**20,
+    )
 
 
 def _beat_while(process: subprocess.Popen, beat: Callable[[], None]) -> None:

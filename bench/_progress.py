@@ -31,6 +31,7 @@ class Build:
     seconds: float = 0.0
     cpu_seconds: float = 0.0
     peak_mb: float = 0.0
+    peak_anonymous_mb: float = 0.0  # of the finished run (heartbeats carry the RSS only)
     runs: int = 0
     running: float = 0.0  # the current run's seconds at its last heartbeat
     finished: bool = False
@@ -47,13 +48,19 @@ class Build:
         self.seconds += run.seconds
         self.cpu_seconds += run.cpu_seconds
         self.peak_mb = max(self.peak_mb, run.peak_rss_mb)
+        self.peak_anonymous_mb = run.peak_anonymous_mb
         self.running, self.finished, self.summary = 0.0, True, run.summary
 
     def figure(self) -> str:
         cpu = f"CPU {self.cpu_seconds:,.1f} s"
         if self.runs > 1:
             cpu += " of the last run"
-        figure = f"{self.seconds:,.2f} s ({cpu}, peak RSS {self.peak_mb:,.0f} MB)"
+        anonymous = (
+            f"; {self.peak_anonymous_mb:,.0f} MB anonymous in the last run"
+            if self.peak_anonymous_mb  # not kept by runs before it was measured
+            else ""
+        )
+        figure = f"{self.seconds:,.2f} s ({cpu}, peak RSS {self.peak_mb:,.0f} MB{anonymous})"
         if self.runs > 1:
             figure += f" in {self.runs} runs, {self.runs - 1} stopped with a session and resumed"
         return figure

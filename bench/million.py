@@ -63,7 +63,8 @@ def steps_to(documents: int, steps: list[int] | None) -> list[int]:
 
 def measured(run: Measured) -> str:
     return (
-        f"{run.seconds:,.2f} s (CPU {run.cpu_seconds:,.1f} s, peak RSS {run.peak_rss_mb:,.0f} MB)"
+        f"{run.seconds:,.2f} s (CPU {run.cpu_seconds:,.1f} s, peak RSS {run.peak_rss_mb:,.0f} MB, "
+        f"{run.peak_anonymous_mb:,.0f} MB anonymous)"
     )
 
 
