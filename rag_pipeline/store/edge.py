@@ -119,7 +119,7 @@ class EdgeStore:
     def ensure_collection(
         self, dense_dim: int, image_dim: int | None = None, multilingual_dim: int | None = None
     ) -> None:
-        from qdrant_edge import EdgeShard, PayloadSchemaType, UpdateOperation
+        from qdrant_edge import EdgeShard
 
         config = _shard_config_for(dense_dim, image_dim, multilingual_dim)
         if self._shard is not None:
@@ -132,13 +132,27 @@ class EdgeStore:
                 )
             if self._exact_segments() and "quantization_config" not in self._shard_config():
                 self._quantize(config)
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._shard = EdgeShard.create(str(self.path), config)
-        for field in INDEXED_FIELDS:
-            self._shard.update(UpdateOperation.create_field_index(field, PayloadSchemaType.Keyword))
-        for field in RANGE_FIELDS:
-            self._shard.update(UpdateOperation.create_field_index(field, PayloadSchemaType.Float))
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._shard = EdgeShard.create(str(self.path), config)
+        self._map_payload_indexes()
+
+    def _map_payload_indexes(self) -> None:
+        """Index the payload fields that searches and deletions filter on, in files mapped
+        rather than loaded: a loaded index is read whole each time the shard opens, most of
+        what opening a large one costs. A shard whose indexes were loaded (written before) has
+        them built again mapped, once."""
+        from qdrant_edge import FloatIndexParams, KeywordIndexParams, Memory, UpdateOperation
+
+        wanted = {field: KeywordIndexParams(memory=Memory.Cold) for field in INDEXED_FIELDS}
+        wanted |= {field: FloatIndexParams(memory=Memory.Cold) for field in RANGE_FIELDS}
+        held = self.shard.info().payload_schema
+        for field, params in wanted.items():
+            index = held.get(field)
+            if index is None or getattr(index.params, "memory", None) != Memory.Cold:
+                if index is not None:
+                    logger.info("mapping the payload index of %s in %s (once)", field, self.path)
+                self.shard.update(UpdateOperation.create_field_index(field, params))
 
     def _quantize(self, config: EdgeConfig) -> None:
         """Give a shard written before its dense vectors were quantized their int8 copies, in

@@ -12,7 +12,7 @@ import pytest
 from rag_pipeline.config import StoreSettings
 from rag_pipeline.store import StoreBusyError, StoreError, VectorStore
 from rag_pipeline.store.edge import EdgeStore
-from rag_pipeline.store.schema import IndexPoint, QueryFilter
+from rag_pipeline.store.schema import INDEXED_FIELDS, RANGE_FIELDS, IndexPoint, QueryFilter
 from rag_pipeline.store.server import QdrantServerStore
 
 DIM = 8
@@ -268,11 +268,13 @@ def test_an_embedded_shard_that_grew_large_is_optimized_into_quantized_exact_sea
     shard.close()
     assert _quantized_files(tmp_path / "edge")  # with the dense vectors' int8 copies
     reopened = EdgeStore(tmp_path / "edge")
+    # Its payload indexes are mapped files, not read whole as it opens.
+    assert _mapped_indexes(reopened) == {*INDEXED_FIELDS, *RANGE_FIELDS}
     _each_finds_itself_first(reopened, vectors)
     reopened.close()
 
 
-def test_a_shard_written_before_quantization_is_quantized_in_place_losing_nothing(
+def test_a_shard_of_an_older_layout_gets_int8_copies_and_mapped_indexes_in_place_losing_nothing(
     tmp_path: Path,
 ) -> None:
     from qdrant_edge import (
@@ -284,11 +286,14 @@ def test_a_shard_written_before_quantization_is_quantized_in_place_losing_nothin
         HnswIndexConfig,
         Memory,
         Modifier,
+        PayloadSchemaType,
+        UpdateOperation,
     )
 
     path = tmp_path / "edge"
-    # The layout of an older release: exact-search segments, no int8 copies.
-    EdgeShard.create(
+    # The layout of an older release: exact-search segments, no int8 copies, payload indexes
+    # loaded into memory as the shard opens.
+    older = EdgeShard.create(
         str(path),
         EdgeConfig(
             vectors={
@@ -299,7 +304,10 @@ def test_a_shard_written_before_quantization_is_quantized_in_place_losing_nothin
             sparse_vectors={"text_sparse": EdgeSparseVectorParams(modifier=Modifier.Idf)},
             hnsw_config=HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10_000),
         ),
-    ).close()
+    )
+    for field in INDEXED_FIELDS:
+        older.update(UpdateOperation.create_field_index(field, PayloadSchemaType.Keyword))
+    older.close()
     vectors = _unit_vectors(7000)
     store = EdgeStore(path)
     store.upsert(_log_points(vectors))
@@ -307,10 +315,26 @@ def test_a_shard_written_before_quantization_is_quantized_in_place_losing_nothin
     assert not _quantized_files(path)
 
     reopened = EdgeStore(path)
+    assert not _mapped_indexes(reopened)
     reopened.ensure_collection(384)  # as a run or the page opens it
     assert _quantized_files(path)
+    assert _mapped_indexes(reopened) == {*INDEXED_FIELDS, *RANGE_FIELDS}
     _each_finds_itself_first(reopened, vectors)
+    assert reopened.count("big.log") == len(vectors)  # filtered through the rebuilt index
+    reopened.delete_document("big.log")
+    assert reopened.count() == 0
     reopened.close()
+
+
+def _mapped_indexes(store: EdgeStore) -> set[str]:
+    """The payload fields whose index the store's shard keeps in mapped files."""
+    from qdrant_edge import Memory
+
+    return {
+        field
+        for field, index in store.shard.info().payload_schema.items()
+        if getattr(index.params, "memory", None) == Memory.Cold
+    }
 
 
 @pytest.mark.parametrize("backend", ["edge", "qdrant-client"])
