@@ -15,7 +15,7 @@ import logging
 import operator
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,6 +83,9 @@ class ManifestDiff:
     # The folders listed as at the last pass that found nothing to do, the catalog unchanged
     # since: nothing to do, ``unchanged`` is every file, and ``files`` is left empty.
     quiet: bool = False
+    # Only the paths a watcher's events named were compared (``find_changes_at``): ``files``
+    # and ``catalogued`` hold those documents, not every one.
+    partial: bool = False
 
     @property
     def to_process(self) -> list[str]:
@@ -385,6 +388,65 @@ def find_changes(
     if not diff.to_process and not missing and unchanged_since:
         quiet.record(listing.digest, state)
     return diff
+
+
+def find_changes_at(
+    settings: Settings, catalog: Catalog, target: str, paths: Iterable[Path]
+) -> ManifestDiff | None:
+    """Compare only the files at ``paths`` (what a watcher's events named) with the catalog,
+    against the ``target`` collection and the live one, as :func:`find_changes` would: no walk
+    of the folders and no read of every row. A path that is gone takes the documents the
+    catalog knows under it with it (a folder moved away). None when a path is an existing
+    folder, or a watched folder is missing: only a whole pass tells what changed then."""
+    folders = source_labels(settings.watched_folders)
+    follow = settings.indexing.follow_symlinks
+    versions: dict[str, str] = {}
+    entries: list[tuple[str, Path, str, int, int, str, str]] = []
+    named: set[str] = set()
+    gone: list[str] = []
+    for path in dict.fromkeys(paths):
+        place = _place_of(path, folders)
+        if place is None:
+            continue
+        label, folder, relative = place
+        if not folder.is_dir() or not relative or path.is_dir():
+            return None
+        if any(part.startswith(_SKIPPED) for part in relative.split("/")) or not _utf8(relative):
+            continue
+        doc_id = ids.document_id(label, relative)
+        named.add(doc_id)
+        try:
+            stat = path.stat() if path.is_file() and _allowed(path, folder, follow) else None
+        except OSError:  # gone meanwhile
+            stat = None
+        file_type = format_of(relative)
+        if stat is None:
+            gone.append(f"{doc_id}/")
+        elif file_type is not None:
+            version = versions.get(file_type) or pipeline_version(settings, file_type)
+            versions[file_type] = version
+            entries.append(
+                (label, folder, relative, stat.st_size, stat.st_mtime_ns, file_type, version)
+            )
+    live = catalog.live_collection()
+    target_records = catalog.known_files(target, named, under=gone)
+    live_records = (
+        catalog.known_files(live.name, named, under=gone) if live and live.name != target else {}
+    )
+    known = live_records | target_records
+    files = [_describe(*entry, known) for entry in entries]
+    diff = diff_manifest(files, [], target_records, live_records)
+    diff.partial = True
+    return diff
+
+
+def _place_of(path: Path, folders: Mapping[str, Path]) -> tuple[str, Path, str] | None:
+    """The watched folder ``path`` is in (its label and itself) and the path inside it."""
+    for label, folder in folders.items():
+        if path.is_relative_to(folder):
+            relative = path.relative_to(folder).as_posix()
+            return label, folder, "" if relative == "." else relative
+    return None
 
 
 QUIET_PASS_FILE = "quiet-pass.json"

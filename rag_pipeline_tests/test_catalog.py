@@ -282,6 +282,23 @@ def test_known_files_are_the_documents_rows_narrowed_to_what_a_scan_compares(
     assert known["a"].state == "failed" and known["b"].version == "v1"
 
 
+def test_known_files_are_read_by_id_and_under_a_folder_exactly(catalog: Catalog) -> None:
+    for doc_id in ("docs/a.md", "docs/birds/heron.md", "docs/birds/owl.md", "docs/Birds/x.md"):
+        catalog.commit_document(COLLECTION, _record(doc_id, "v1"), [_chunk(doc_id, "v1", 0)])
+    catalog.commit_document("other", _record("docs/birds/kite.md", "v1"), [])
+    assert list(catalog.known_files(COLLECTION, ["docs/a.md", "docs/gone.md"])) == ["docs/a.md"]
+    # A folder's prefix: case and LIKE's wildcards matter, as in file names.
+    assert list(catalog.known_files(COLLECTION, under=["docs/birds/"])) == [
+        "docs/birds/heron.md",
+        "docs/birds/owl.md",
+    ]
+    assert catalog.known_files(COLLECTION, under=["docs/b_rds/", "docs/bird/"]) == {}
+    both = catalog.known_files(
+        COLLECTION, ["docs/a.md", "docs/birds/owl.md"], under=["docs/birds/"]
+    )
+    assert list(both) == ["docs/a.md", "docs/birds/heron.md", "docs/birds/owl.md"]
+
+
 def test_chunk_keys_name_every_chunk_of_the_collection_document_by_document_in_batches(
     catalog: Catalog,
 ) -> None:

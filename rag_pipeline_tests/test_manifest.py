@@ -5,8 +5,10 @@ from pathlib import Path
 
 import pytest
 
+from rag_pipeline.catalog import Catalog
+from rag_pipeline.cli import main
 from rag_pipeline.config import Settings, load_settings
-from rag_pipeline.manifest import diff_manifest, scan_sources, source_labels
+from rag_pipeline.manifest import diff_manifest, find_changes_at, scan_sources, source_labels
 from rag_pipeline_tests.index_state import record_of
 
 
@@ -141,3 +143,28 @@ def test_a_file_whose_name_is_not_utf8_is_skipped_with_a_warning_and_the_rest_li
     files, _ = scan_sources(settings, {})
     assert [f.doc_id for f in files] == ["docs/plain.md"]
     assert "caf\\xe9.md" in caplog.text and "is not UTF-8" in caplog.text
+
+
+def test_a_pass_over_named_paths_compares_those_alone_and_a_folder_gone_takes_its_documents(
+    home: Path, source: Path, tmp_path: Path
+) -> None:
+    for name in ("keep.md", "edit.md", "birds/heron.md", "birds/owl.md"):
+        (source / name).parent.mkdir(exist_ok=True)
+        (source / name).write_text(f"# {name}\n\nA note on {name}.\n", "utf-8")
+    assert main(["index", "--home", str(home), "--source", str(source)]) == 0
+    settings = load_settings(home)
+    (source / "edit.md").write_text("# Edited\n\nOther words now.\n", "utf-8")
+    (source / "new.md").write_text("# New\n\nA new note.\n", "utf-8")
+    (source / "birds").rename(tmp_path / "birds")  # moved away: one event, for the folder
+    named = [source / "edit.md", source / "new.md", source / "birds", source / ".new.md.swp"]
+    with Catalog(settings) as catalog:
+        live = catalog.live_collection()
+        assert live is not None
+        diff = find_changes_at(settings, catalog, live.name, named)
+        assert diff is not None and diff.partial
+        assert diff.new == ["docs/new.md"] and diff.changed == ["docs/edit.md"]
+        assert diff.deleted == ["docs/birds/heron.md", "docs/birds/owl.md"]
+        assert set(diff.files) == {"docs/edit.md", "docs/new.md"}  # keep.md not looked at
+        (source / "fish").mkdir()
+        # A folder that is there: only a whole pass lists what it holds.
+        assert find_changes_at(settings, catalog, live.name, [source / "fish"]) is None

@@ -90,6 +90,10 @@ def test_a_dropped_file_is_indexed_once_it_settles_and_a_deleted_one_goes(
     within(30, "a pass indexing owls.md", lambda: bool(indexing_owls()))
     time.sleep(3 * SETTLE_MS / 1000)  # time enough for a second pass, were one coming
     assert len(indexing_owls()) == 1 and "docs/owls.md" in _indexed(settings)
+    # The event's path compared alone: the folder was not walked, heron.md not looked at.
+    assert indexing_owls()[0].diff.partial and set(indexing_owls()[0].diff.files) == {
+        "docs/owls.md"
+    }
     with Catalog(settings) as catalog:
         live = catalog.live_collection()
         assert live is not None
@@ -118,7 +122,7 @@ def _reported_metadata(settings: Settings, asset: str, doc_id: str) -> dict[str,
 
 
 def test_a_note_moved_within_the_watched_folder_keeps_its_vectors_and_one_written_again_returns(
-    watching: tuple[Settings, list[IndexOutcome]], source: Path
+    watching: tuple[Settings, list[IndexOutcome]], source: Path, tmp_path: Path
 ) -> None:
     settings, _ = watching
     _drop_a_note(settings, source)
@@ -142,6 +146,10 @@ def test_a_note_moved_within_the_watched_folder_keeps_its_vectors_and_one_writte
     within(30, "the moved note gone", lambda: "docs/birds/heron.md" not in _indexed(settings))
     moved.write_text(text, "utf-8")
     within(30, "the note back", lambda: "docs/birds/heron.md" in _indexed(settings))
+
+    # The folder moved out of the watched one (one event, for the folder): its note goes.
+    (source / "birds").rename(tmp_path / "birds")
+    within(30, "the folder's note gone", lambda: "docs/birds/heron.md" not in _indexed(settings))
 
 
 def test_a_change_no_event_told_of_is_found_by_the_rescan(

@@ -164,14 +164,29 @@ class Catalog:
             found.update((row[0], DocumentRecord(*row)) for row in rows)
         return dict(sorted(found.items()))
 
-    def known_files(self, collection: str) -> dict[str, KnownFile]:
-        """The collection's documents by id, read as far as a scan of their files needs."""
-        rows = self.database.rows(
-            f"SELECT doc_id, {_KNOWN_FILE_COLUMNS} FROM documents WHERE collection = ? "
-            "ORDER BY doc_id",
-            (collection,),
-        )
-        return {row[0]: KnownFile._make(row[1:]) for row in rows}
+    def known_files(
+        self,
+        collection: str,
+        doc_ids: Iterable[str] | None = None,
+        *,
+        under: Iterable[str] = (),
+    ) -> dict[str, KnownFile]:
+        """The collection's documents by id, read as far as a scan of their files needs; with
+        ``doc_ids`` or ``under`` (prefixes of ids: a folder's documents), only those."""
+        select = f"SELECT doc_id, {_KNOWN_FILE_COLUMNS} FROM documents WHERE collection = ?"
+        if doc_ids is None and not under:
+            rows = self.database.rows(f"{select} ORDER BY doc_id", (collection,))
+            return {row[0]: KnownFile._make(row[1:]) for row in rows}
+        rows = []
+        for batch in batched(sorted(set(doc_ids or ())), _IN_BATCH):
+            rows += self.database.rows(
+                f"{select} AND doc_id IN ({_marks(batch)})", (collection, *batch)
+            )
+        for prefix in under:  # substr: exact and case-sensitive on SQLite and PostgreSQL alike
+            rows += self.database.rows(
+                f"{select} AND substr(doc_id, 1, ?) = ?", (collection, len(prefix), prefix)
+            )
+        return dict(sorted((row[0], KnownFile._make(row[1:])) for row in rows))
 
     def document_counts(self, collection: str) -> dict[str, int]:
         """How many of the collection's documents are in each state, in one grouped read."""

@@ -1,29 +1,47 @@
 """What a pass must index: first what an interrupted run or a damaged store left is mended
 (``commit.repair_pending``, ``checks.verify_collections``), then the watched folders are
-compared with the catalog (``manifest.find_changes``). The CLI's passes and the sensor's ticks
-both plan here."""
+compared with the catalog (``manifest.find_changes``; a watcher's event, only the paths it
+named). The CLI's passes, the watcher's and the sensor's ticks all plan here."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
+from pathlib import Path
 
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import Settings
 from rag_pipeline.indexing.checks import verify_collections
 from rag_pipeline.indexing.commit import repair_pending
+from rag_pipeline.indexing.direct import indexes_directly
 from rag_pipeline.indexing.run import target_collection
-from rag_pipeline.manifest import ManifestDiff, find_changes
+from rag_pipeline.manifest import ManifestDiff, find_changes, find_changes_at
 
 logger = logging.getLogger(__name__)
 
 
-def find_work(settings: Settings, catalog: Catalog, *, retry_failed: bool = False) -> ManifestDiff:
+def find_work(
+    settings: Settings,
+    catalog: Catalog,
+    *,
+    retry_failed: bool = False,
+    paths: Collection[Path] | None = None,
+) -> ManifestDiff:
     """Mend what interrupted runs and damaged stores left, then find what changed.
+
+    With ``paths`` (what a watcher's events named), only those are compared with the catalog,
+    and the store is not verified: both are the whole pass's, which the watcher makes at its
+    start and every ``indexing.watch_rescan_seconds``. A change that is not a few files indexed
+    directly (a folder named, too many) gets the whole pass.
 
     Call it holding the workspace's indexing lock: repairs must not meet a run's writes.
     """
     target = target_collection(settings, catalog)
     repair_pending(settings, catalog)
+    if paths is not None and not retry_failed:
+        diff = find_changes_at(settings, catalog, target.name, paths)
+        if diff is not None and indexes_directly(settings, len(diff.to_process)):
+            return diff
     verify_collections(settings, catalog)
     diff = find_changes(settings, catalog, target.name, retry_failed=retry_failed)
     for folder in diff.missing_sources:

@@ -10,7 +10,9 @@ Dagster run in this process, or, with ``parallel``, as runs in Dagster's queue.
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
+from pathlib import Path
 
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.config import Settings
@@ -37,13 +39,15 @@ def index_once(
     verbose: bool = False,
     trigger: str = "cli",
     parallel: int | None = None,
+    paths: Collection[Path] | None = None,
 ) -> IndexOutcome:
     """Index what changed, holding the workspace's indexing lock throughout; or, with ``parallel``,
-    while planning: the runs go to Dagster's queue, ``parallel`` at a time."""
+    while planning: the runs go to Dagster's queue, ``parallel`` at a time. ``paths``: what a
+    watcher's events named, compared alone when that suffices (``planning.find_work``)."""
     started = time.perf_counter()
     wait = None
     with index_lock(lock_place(settings)), Catalog(settings) as catalog:
-        diff = find_work(settings, catalog, retry_failed=retry_failed)
+        diff = find_work(settings, catalog, retry_failed=retry_failed, paths=paths)
         if diff.to_process:
             executor = choose_executor(
                 settings, len(diff.to_process), parallel=parallel, verbose=verbose

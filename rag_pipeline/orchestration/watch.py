@@ -3,7 +3,9 @@
 The watched folders of every workspace are watched for file-system events (``watchfiles``:
 inotify and its kin, or polling where events are not delivered). Once they have been quiet for
 ``indexing.watch_settle_ms``, each workspace with a change gets one incremental pass
-(:func:`index_once`): a few documents through the direct path, more as a run. What a pass
+(:func:`index_once`) over the paths the events named: a few documents through the direct path,
+compared alone with the catalog (no walk of every folder, no read of every row); a folder or
+more documents get the whole pass, as a run. What a pass
 indexed without Dagster is reported to Dagster right after it, while the watcher waits for the
 next change: shown at once, and not left for a burst's run to report first. Idle, it waits on
 the events and costs nothing; a full pass every ``indexing.watch_rescan_seconds`` catches what
@@ -61,7 +63,7 @@ def watch(settings: Settings, stop: threading.Event, on_pass: Passed | None = No
                     for workspace in workspaces
                     if any(_inside(path, workspace.settings.watched_folders) for path in changed)
                 ]
-                passes.run(touched)
+                passes.run(touched, changed)
                 if _folders(list_workspaces(settings)) != folders:
                     break  # a folder or workspace came or went: watch the new set
     finally:
@@ -80,11 +82,12 @@ class _Passes:
         self.on_pass = on_pass
         self.reporting: threading.Thread | None = None
 
-    def run(self, workspaces: list[Workspace]) -> None:
+    def run(self, workspaces: list[Workspace], paths: list[Path] | None = None) -> None:
+        """A pass over each of ``workspaces``: over ``paths`` alone when given, else whole."""
         _wait_for(self.reporting)  # the report holds the workspaces' indexing locks
         self.reporting = None
         indexed: list[Workspace] = []
-        _wait_for(_started("watch-pass", _index_each, workspaces, self.on_pass, indexed))
+        _wait_for(_started("watch-pass", _index_each, workspaces, paths, self.on_pass, indexed))
         if indexed:
             self.reporting = _started("watch-report", _report, self.settings)
 
@@ -102,11 +105,16 @@ def _wait_for(thread: threading.Thread | None) -> None:
 
 
 def _index_each(
-    workspaces: list[Workspace], on_pass: Passed | None, indexed: list[Workspace]
+    workspaces: list[Workspace],
+    paths: list[Path] | None,
+    on_pass: Passed | None,
+    indexed: list[Workspace],
 ) -> None:
     for workspace in workspaces:
+        folders = workspace.settings.watched_folders
+        inside = None if paths is None else [path for path in paths if _inside(path, folders)]
         try:
-            outcome = index_once(workspace.settings, trigger="watch")
+            outcome = index_once(workspace.settings, trigger="watch", paths=inside)
         except Exception:  # a pass that fails is tried again at the next change or rescan
             logger.exception("watch: indexing %s failed", workspace.name)
             continue
