@@ -56,6 +56,11 @@ def test_the_sensor_reports_what_index_did_without_dagster_unless_a_run_is_activ
         )
         assert list(unreported_runs(settings)) == []
         assert instance.get_dynamic_partitions(DOCUMENTS) == ["docs/a.md"]
+        # A tick finding the folders as the last pass left them leaves the partitions alone.
+        assert isinstance(
+            watched_folders_sensor(build_sensor_context(instance=instance)), SkipReason
+        )
+        assert instance.get_dynamic_partitions(DOCUMENTS) == ["docs/a.md"]
         [record] = instance.fetch_materializations(
             AssetRecordsFilter(asset_key=AssetKey("qdrant_points"), asset_partitions=["docs/a.md"]),
             limit=10,
