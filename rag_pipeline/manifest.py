@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from rag_pipeline import ids
-from rag_pipeline.catalog import Catalog, DocumentRecord, DocumentState, KnownFile, PassState
+from rag_pipeline.catalog import (
+    Catalog,
+    CollectionRecord,
+    DocumentRecord,
+    DocumentState,
+    KnownFile,
+    PassState,
+)
 from rag_pipeline.chunking import CHUNKER_VERSION
 from rag_pipeline.config import Settings
 from rag_pipeline.embedding.image import clip_dim, clip_model_id
@@ -80,12 +87,18 @@ class ManifestDiff:
     deleted: list[str] = field(default_factory=list)
     missing_sources: list[Path] = field(default_factory=list)
     catalogued: list[str] = field(default_factory=list)  # documents the catalog knows
+    # Documents known unchanged without being compared one by one (a quiet pass, the folders
+    # a partial one left alone): counted, not named in ``unchanged``.
+    also_unchanged: int = 0
     # The folders listed as at the last pass that found nothing to do, the catalog unchanged
-    # since: nothing to do, ``unchanged`` is every file, and ``files`` is left empty.
+    # since: nothing to do, every file unchanged, and ``files`` left empty.
     quiet: bool = False
-    # Only the paths a watcher's events named were compared (``find_changes_at``): ``files``
-    # and ``catalogued`` hold those documents, not every one.
+    # Only some documents were compared, the rest known unchanged: the paths a watcher's events
+    # named (``find_changes_at``), or the folders whose listing changed since the last quiet
+    # pass. ``files`` and ``catalogued`` hold the compared documents, not every one.
     partial: bool = False
+    # The walk this diff compared (None: no walk), kept for ``remember_listing`` after its run.
+    listing: SourceListing | None = None
 
     @property
     def to_process(self) -> list[str]:
@@ -139,31 +152,38 @@ def pipeline_version(settings: Settings, file_type: str) -> str:
     return ids.fingerprint(described)
 
 
+# A walk's entry: (folder's label, folder, path inside it, size, mtime_ns, file type, pipeline
+# version).
+SourceEntry = tuple[str, Path, str, int, int, str, str]
+
+
 @dataclass(slots=True)
 class SourceListing:
     """What a walk of the watched folders found, before any file is compared or read."""
 
-    # (folder's label, folder, path inside it, size, mtime_ns, file type, pipeline version)
-    entries: list[tuple[str, Path, str, int, int, str, str]]
+    entries: list[SourceEntry]
     missing: list[Path]  # watched folders that are not there
-    digest: str  # of every entry: the same while no file is added, removed or touched
+    # Each folder holding documents (the prefix of their ids) → a digest of its entries: the
+    # same while none of its files is added, removed or touched.
+    folders: dict[str, str]
 
-    def doc_ids(self) -> list[str]:
-        return [ids.document_id(label, relative) for label, _, relative, *_ in self.entries]
+
+def folder_of(label: str, relative: str) -> str:
+    """The folder of a document, as the prefix of the ids of the documents directly in it."""
+    inside = relative.rpartition("/")[0]
+    return ids.document_id(label, f"{inside}/" if inside else "")
 
 
 def list_sources(settings: Settings) -> SourceListing:
     """Every document under the watched folders (its name, size and time), and the watched
     folders that are missing."""
-    entries: list[tuple[str, Path, str, int, int, str, str]] = []
+    entries: list[SourceEntry] = []
     missing: list[Path] = []
     versions: dict[str, str] = {}
-    digest = hashlib.sha256()
     for label, folder in source_labels(settings.watched_folders).items():
         if not folder.is_dir():
             missing.append(folder)
             continue
-        digest.update(f"{label}\0{folder}\n".encode())
         for relative, stat in _walk(folder, follow_symlinks=settings.indexing.follow_symlinks):
             file_type = format_of(relative)
             if file_type is None:
@@ -173,8 +193,25 @@ def list_sources(settings: Settings) -> SourceListing:
             version = versions[file_type]
             size, mtime_ns = stat.st_size, stat.st_mtime_ns
             entries.append((label, folder, relative, size, mtime_ns, file_type, version))
-            digest.update(f"{relative}\0{size}\0{mtime_ns}\0{version}\n".encode())
-    return SourceListing(entries, missing, digest.hexdigest())
+    digests: dict[str, Any] = {}
+    for inside, (_, folder, relative, size, mtime_ns, _, version) in _with_folders(entries):
+        digest = digests.get(inside)
+        if digest is None:
+            digest = digests[inside] = hashlib.sha256(f"{folder}\n".encode())
+        digest.update(f"{relative}\0{size}\0{mtime_ns}\0{version}\n".encode())
+    folders = {inside: digest.hexdigest() for inside, digest in digests.items()}
+    return SourceListing(entries, missing, folders)
+
+
+def _with_folders(entries: list[SourceEntry]) -> Iterator[tuple[str, SourceEntry]]:
+    """Each entry with its folder (``folder_of``), worked out once a folder: a walk lists the
+    files of a folder one after another."""
+    last, inside = None, ""
+    for entry in entries:
+        where = (entry[0], entry[2].rpartition("/")[0])
+        if where != last:
+            last, inside = where, folder_of(entry[0], entry[2])
+        yield inside, entry
 
 
 def scan_sources(
@@ -364,30 +401,85 @@ def find_changes(
     *,
     retry_failed: bool = False,
     every_file: bool = False,
+    partial: bool = False,
 ) -> ManifestDiff:
     """Scan the watched folders and classify every document against the ``target`` collection
     (and the live one, when another is being built).
 
-    When the folders list as they did at the last pass that found nothing to do, and the
-    catalog is as it was then (nothing committed, failed, deleted or flagged since, no retry
-    due), nothing is to do again: the catalog is not read and no file described (most of an
-    unchanged pass over many files), unless ``every_file`` asks for each file's row.
+    The last pass that found nothing to do (or a run that indexed all a pass found:
+    ``remember_listing``) left a digest of each folder's listing and the catalog's state. While
+    the catalog is as it was then (nothing committed, failed, deleted or flagged since, no retry
+    due), a folder that lists as it did holds nothing to do: when none changed, the catalog is
+    not read and no file described (most of an unchanged pass over many files); with
+    ``partial``, only the folders that changed are compared (their rows read, their files
+    described), and the diff says so (``ManifestDiff.partial``). ``every_file`` compares every
+    file, as does any pass while a watched folder is missing.
     """
     live = catalog.live_collection()
     collections = sorted({target, live.name if live else target})
     state = [catalog.pass_state(name) for name in collections]
     listing = list_sources(settings)
     quiet = QuietPass(settings.home / QUIET_PASS_FILE)
-    if not (retry_failed or every_file or listing.missing) and quiet.holds(listing.digest, state):
-        return ManifestDiff(files={}, unchanged=listing.doc_ids(), quiet=True)
+    changed = None
+    if not (retry_failed or every_file or listing.missing):
+        changed = quiet.changed_folders(listing.folders, state)
+    if changed is not None and not changed:
+        return ManifestDiff(files={}, also_unchanged=len(listing.entries), quiet=True)
+    if changed is not None and partial:
+        return _compare_folders(catalog, target, live, listing, changed)
     target_records = catalog.known_files(target)
     live_records = catalog.known_files(live.name) if live and live.name != target else {}
     files, missing = scan_sources(settings, live_records | target_records, listing)
     diff = diff_manifest(files, missing, target_records, live_records, retry_failed=retry_failed)
+    diff.listing = listing
     unchanged_since = state == [catalog.pass_state(name) for name in collections]
     if not diff.to_process and not missing and unchanged_since:
-        quiet.record(listing.digest, state)
+        quiet.record(listing.folders, state)
     return diff
+
+
+def _compare_folders(
+    catalog: Catalog,
+    target: str,
+    live: CollectionRecord | None,
+    listing: SourceListing,
+    folders: set[str],
+) -> ManifestDiff:
+    """The diff of the documents in ``folders`` alone (prefixes of their ids), the rest of
+    ``listing`` unchanged."""
+
+    def inside(records: dict[str, KnownFile]) -> dict[str, KnownFile]:
+        return {
+            doc_id: record
+            for doc_id, record in records.items()
+            if doc_id.rpartition("/")[0] + "/" in folders
+        }
+
+    target_records = inside(catalog.known_files(target, under=folders))
+    live_records = (
+        inside(catalog.known_files(live.name, under=folders))
+        if live and live.name != target
+        else {}
+    )
+    compared = [entry for inside, entry in _with_folders(listing.entries) if inside in folders]
+    known = live_records | target_records
+    files = [_describe(*entry, known) for entry in compared]
+    diff = diff_manifest(files, [], target_records, live_records)
+    diff.also_unchanged = len(listing.entries) - len(compared)
+    diff.partial, diff.listing = True, listing
+    return diff
+
+
+def remember_listing(settings: Settings, catalog: Catalog, target: str, diff: ManifestDiff) -> None:
+    """After a run indexed everything ``diff`` found (its failures recorded as such), under the
+    indexing lock: the folders as that pass listed them match the catalog now, as after a pass
+    that found nothing to do, and the next pass need compare only the folders changed since."""
+    if diff.listing is None or diff.listing.missing:
+        return
+    live = catalog.live_collection()
+    collections = sorted({target, live.name if live else target})
+    state = [catalog.pass_state(name) for name in collections]
+    QuietPass(settings.home / QUIET_PASS_FILE).record(diff.listing.folders, state)
 
 
 def find_changes_at(
@@ -453,29 +545,36 @@ QUIET_PASS_FILE = "quiet-pass.json"
 
 
 class QuietPass:
-    """The record of the last pass that found nothing to do: its listing's digest and the
-    catalog's state (``Catalog.pass_state``) then. Written atomically; a stale or unreadable
-    record only costs a full comparison."""
+    """The record of the last pass that found nothing to do (or whose run indexed all it
+    found): each folder's listing digest and the catalog's state (``Catalog.pass_state``) then.
+    Written atomically; a stale or unreadable record only costs a full comparison."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def holds(self, digest: str, state: list[PassState]) -> bool:
+    def changed_folders(self, folders: dict[str, str], state: list[PassState]) -> set[str] | None:
+        """The folders whose listing differs from the record's (added, gone or touched), or
+        None when the record does not hold: another catalog state, a retry due, no record."""
         try:
             saved = json.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            return False
+            return None
         now = time.time()
         retry_due = any(
             entry.next_retry_at is not None and entry.next_retry_at <= now for entry in state
         )
-        return (
-            not retry_due
-            and saved.get("digest") == digest
-            and saved.get("state") == [list(entry) for entry in state]
-        )
+        recorded = saved.get("folders")
+        if retry_due or not isinstance(recorded, dict):
+            return None
+        if saved.get("state") != [list(entry) for entry in state]:
+            return None
+        return {
+            folder
+            for folder in recorded.keys() | folders.keys()
+            if recorded.get(folder) != folders.get(folder)
+        }
 
-    def record(self, digest: str, state: list[PassState]) -> None:
-        text = json.dumps({"digest": digest, "state": [list(entry) for entry in state]})
+    def record(self, folders: dict[str, str], state: list[PassState]) -> None:
+        text = json.dumps({"folders": folders, "state": [list(entry) for entry in state]})
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(self.path, lambda temporary: Path(temporary).write_text(text))

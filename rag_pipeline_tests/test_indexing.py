@@ -22,6 +22,7 @@ from rag_pipeline.indexing.checks import run_checks
 from rag_pipeline.indexing.direct import unreported_runs
 from rag_pipeline.indexing.run import Indexer
 from rag_pipeline.manifest import ManifestDiff, find_changes
+from rag_pipeline.store import passed_verification_record
 from rag_pipeline_tests.conftest import Cli, IndexedPlaces, dagster_view
 from rag_pipeline_tests.documents import (
     docx_file,
@@ -248,9 +249,9 @@ def test_a_pass_finding_the_folders_and_catalog_as_the_last_quiet_pass_left_them
             assert live is not None
             return find_changes(settings, catalog, live.name)
 
-    first, again = changes(), changes()  # the first finds nothing to do and records it
-    assert not first.quiet and again.quiet
-    assert sorted(again.unchanged) == sorted(first.unchanged) and len(again.unchanged) == 5
+    # The run that indexed them recorded the folders as its pass listed them.
+    first = changes()
+    assert first.quiet and first.also_unchanged == 5 and first.files == {}
     guide = corpus / "guide.md"
     os.utime(guide, ns=(guide.stat().st_atime_ns, guide.stat().st_mtime_ns + 1))
     touched = changes()  # same content, another time: compared again, still unchanged
@@ -263,6 +264,44 @@ def test_a_pass_finding_the_folders_and_catalog_as_the_last_quiet_pass_left_them
     flagged = changes()
     assert not flagged.quiet and flagged.changed == ["docs/guide.md"]
     assert not changes().quiet  # until indexed, the flag keeps each pass comparing
+
+
+def test_after_a_run_indexed_what_a_pass_found_the_next_compares_only_the_folders_changed_since(
+    home: Path, source: Path
+) -> None:
+    for name in ("birds/heron.md", "birds/owl.md", "fish/carp.md"):
+        (source / name).parent.mkdir(exist_ok=True)
+        (source / name).write_text(f"# {name}\n\nA note on {name}.\n", "utf-8")
+    assert main(["index", "--home", str(home), "--source", str(source)]) == 0
+    settings = load_settings(home)
+
+    def changes(*, partial: bool = True) -> ManifestDiff:
+        with Catalog(settings) as catalog:
+            live = catalog.live_collection()
+            assert live is not None
+            return find_changes(settings, catalog, live.name, partial=partial)
+
+    assert changes().quiet  # the run recorded the folders as the pass listed them
+    (source / "birds" / "heron.md").write_text("# Herons\n\nOther words now.\n", "utf-8")
+    (source / "fish" / "pike.md").write_text("# Pike\n\nA new note.\n", "utf-8")
+    diff = changes()
+    assert diff.partial and diff.changed == ["docs/birds/heron.md"]
+    assert diff.new == ["docs/fish/pike.md"] and diff.deleted == []
+    assert sorted(diff.files) == [  # the changed folders' files alone were described
+        "docs/birds/heron.md",
+        "docs/birds/owl.md",
+        "docs/fish/carp.md",
+        "docs/fish/pike.md",
+    ]
+    whole = changes(partial=False)
+    assert not whole.partial and (whole.changed, whole.new) == (diff.changed, diff.new)
+    (source / "fish" / "carp.md").unlink()
+    assert main(["index", "--home", str(home)]) == 0
+    assert changes().quiet
+    shutil.rmtree(source / "fish")  # a folder gone: its documents with it
+    gone = changes()
+    assert gone.partial and gone.deleted == ["docs/fish/pike.md"] and gone.files == {}
+    assert gone.unchanged == [] and gone.also_unchanged == 2  # birds/ was not compared
 
 
 def test_a_store_that_lost_points_after_a_run_is_repaired_by_the_next_one(
@@ -296,7 +335,13 @@ def test_a_pass_opens_the_embedded_store_only_when_its_files_or_the_catalog_chan
         with Catalog(settings) as catalog:
             checks.verify_collections(settings, catalog)
 
-    verify()  # the first pass since the run: opened, and found whole
+    verify()  # the run without Dagster checked what it wrote and recorded it
+    assert opened == []
+    with Catalog(settings) as catalog:
+        live = catalog.live_collection()
+        assert live is not None
+    passed_verification_record(settings, live.name).unlink()
+    verify()  # no record: opened, and found whole
     verify()
     assert len(opened) == 1
     indexer = Indexer(settings)

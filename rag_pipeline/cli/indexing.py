@@ -56,7 +56,8 @@ def index_command(args: argparse.Namespace) -> int:
         )
         return 1
     print(
-        f"added {len(diff.new)}, changed {len(diff.changed)}, unchanged {len(diff.unchanged)}, "
+        f"added {len(diff.new)}, changed {len(diff.changed)}, "
+        f"unchanged {len(diff.unchanged) + diff.also_unchanged}, "
         f"deleted {len(diff.deleted)}, failed {len(outcome.failed)} in {outcome.seconds:.1f} s"
     )
     for doc_id, reason in outcome.failed.items():

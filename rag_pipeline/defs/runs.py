@@ -88,6 +88,8 @@ def plan_index_runs(
     for again (a sensor tick evaluated twice) has the same keys, and Dagster launches a key
     once; any run since (a failed one, a file changed back, A → B → A) makes new keys.
     """
+    if diff.partial:  # a programming error: find_work(partial=True) is for direct runs only
+        raise ValueError("runs are planned from a comparison of every document, not a partial one")
     if diff.quiet:  # nothing to do, and no list to sync with: the partitions stay as they are
         return []
     buckets = settings.dagster.document_buckets

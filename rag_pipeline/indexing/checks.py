@@ -8,7 +8,7 @@ indexed again, points of versions that are not live are deleted.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -142,10 +142,29 @@ def verify_collections(settings: Settings, catalog: Catalog) -> None:
         try:
             verification = verify_store(catalog, store, collection.name)
         finally:
-            store.close()
-        seen = _seen(settings, catalog, collection.name)  # closing may have written
-        if seen is not None and not verification.missing and not verification.orphans:
-            write_atomically(passed, lambda temporary, text=seen: Path(temporary).write_text(text))
+            store.close()  # before the record: closing may write
+        if not verification.missing and not verification.orphans:
+            record_verified(settings, catalog, collection.name)
+
+
+def record_verified(settings: Settings, catalog: Catalog, collection: str) -> None:
+    """Remember that the embedded ``collection``, closed, held what the catalog expects of it as
+    its files are now (a pass's verification, or a run's checks of its own writes): the next
+    pass need not open it to verify it again while both stay so. Call it holding the
+    workspace's indexing lock alone, so that nothing writes meanwhile."""
+    seen = _seen(settings, catalog, collection)
+    if seen is not None:
+        path = passed_verification_record(settings, collection)
+        write_atomically(path, lambda temporary: Path(temporary).write_text(seen))
+
+
+def store_verified(outcomes: Mapping[str, CheckOutcome]) -> bool:
+    """Whether a run's checks (:func:`run_checks`) found the store holding what the catalog
+    expects."""
+    return all(
+        name in outcomes and outcomes[name].passed
+        for name in ("every_chunk_has_point", "no_orphan_points")
+    )
 
 
 def _seen(settings: Settings, catalog: Catalog, collection: str) -> str | None:

@@ -22,7 +22,7 @@ from typing import Any
 
 from rag_pipeline.config import Settings
 from rag_pipeline.files import write_atomically
-from rag_pipeline.indexing.checks import CheckOutcome
+from rag_pipeline.indexing.checks import CheckOutcome, record_verified, store_verified
 from rag_pipeline.indexing.run import Indexer, Metadata
 from rag_pipeline.indexing.stage_table import PLAN_STAGE, STAGES, run_stage
 
@@ -110,6 +110,9 @@ def index_directly(
         run_stage(PLAN_STAGE, indexer, doc_ids, journal, retry_failed=retry_failed)
         for stage in STAGES[1:]:
             run_stage(stage, indexer, doc_ids, journal)
+        indexer.close_store()
+        if store_verified(journal.checks):  # the next pass need not open the store to verify it
+            record_verified(settings, indexer.catalog, indexer.collection.name)
     finally:
         indexer.close()
     run = DirectRun(

@@ -25,25 +25,29 @@ def find_work(
     catalog: Catalog,
     *,
     retry_failed: bool = False,
+    partial: bool = False,
     paths: Collection[Path] | None = None,
 ) -> ManifestDiff:
     """Mend what interrupted runs and damaged stores left, then find what changed.
 
-    With ``paths`` (what a watcher's events named), only those are compared with the catalog,
-    and the store is not verified: both are the whole pass's, which the watcher makes at its
-    start and every ``indexing.watch_rescan_seconds``. A change that is not a few files indexed
-    directly (a folder named, too many) gets the whole pass.
+    ``partial``: a diff of only what changed will do, the change being indexed directly when it
+    is small (``indexing/direct.py``; a Dagster run's plan needs every document): the paths a
+    watcher's events named (``paths``; the store is not verified then, which the watcher's whole
+    passes do), else the folders whose listing changed since the last quiet pass. A change too
+    large to index directly gets the whole comparison.
 
     Call it holding the workspace's indexing lock: repairs must not meet a run's writes.
     """
     target = target_collection(settings, catalog)
     repair_pending(settings, catalog)
-    if paths is not None and not retry_failed:
+    if partial and paths is not None and not retry_failed:
         diff = find_changes_at(settings, catalog, target.name, paths)
         if diff is not None and indexes_directly(settings, len(diff.to_process)):
             return diff
     verify_collections(settings, catalog)
-    diff = find_changes(settings, catalog, target.name, retry_failed=retry_failed)
+    diff = find_changes(settings, catalog, target.name, retry_failed=retry_failed, partial=partial)
+    if diff.partial and not indexes_directly(settings, len(diff.to_process)):
+        diff = find_changes(settings, catalog, target.name, every_file=True)
     for folder in diff.missing_sources:
         logger.warning("watched folder %s is missing; its documents are kept", folder)
     return diff

@@ -20,7 +20,7 @@ from rag_pipeline.indexing.commit import finish_collections
 from rag_pipeline.indexing.planning import find_work
 from rag_pipeline.indexing.run import target_collection
 from rag_pipeline.locking import index_lock, lock_place
-from rag_pipeline.manifest import ManifestDiff
+from rag_pipeline.manifest import ManifestDiff, remember_listing
 from rag_pipeline.orchestration.executors import choose_executor
 
 
@@ -47,12 +47,16 @@ def index_once(
     started = time.perf_counter()
     wait = None
     with index_lock(lock_place(settings)), Catalog(settings) as catalog:
-        diff = find_work(settings, catalog, retry_failed=retry_failed, paths=paths)
+        diff = find_work(
+            settings, catalog, retry_failed=retry_failed, partial=not parallel, paths=paths
+        )
         if diff.to_process:
             executor = choose_executor(
                 settings, len(diff.to_process), parallel=parallel, verbose=verbose
             )
             wait = executor.start(settings, diff, retry_failed=retry_failed, trigger=trigger)
+            if not parallel and wait():  # done, in this process, holding the lock
+                remember_listing(settings, catalog, target_collection(settings, catalog).name, diff)
         else:
             finish_collections(settings, catalog)  # a build whose last run died before its end
     succeeded = wait() if wait else True
