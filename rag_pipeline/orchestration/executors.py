@@ -135,10 +135,15 @@ def _wait(settings: Settings, run_ids: list[str], diff: ManifestDiff) -> bool:
 
 
 def _log_change(diff: ManifestDiff) -> None:
+    seen = (
+        f"{len(diff.files)} compared, the rest as the last pass left them"
+        if diff.partial
+        else f"{len(diff.files)} in the watched folders"
+    )
     logger.info(
-        "indexing %d new, %d changed and %d deleted documents (%d in the watched folders)",
+        "indexing %d new, %d changed and %d deleted documents (%s)",
         len(diff.new),
         len(diff.changed),
         len(diff.deleted),
-        len(diff.files),
+        seen,
     )
