@@ -455,13 +455,8 @@ def _compare_folders(
             if doc_id.rpartition("/")[0] + "/" in folders
         }
 
-    target_records = inside(catalog.known_files(target, under=folders))
-    live_records = (
-        inside(catalog.known_files(live.name, under=folders))
-        if live and live.name != target
-        else {}
-    )
-    compared = [entry for inside, entry in _with_folders(listing.entries) if inside in folders]
+    target_records, live_records = map(inside, _known_rows(catalog, target, live, under=folders))
+    compared = [entry for folder, entry in _with_folders(listing.entries) if folder in folders]
     known = live_records | target_records
     files = [_describe(*entry, known) for entry in compared]
     diff = diff_manifest(files, [], target_records, live_records)
@@ -493,7 +488,7 @@ def find_changes_at(
     folders = source_labels(settings.watched_folders)
     follow = settings.indexing.follow_symlinks
     versions: dict[str, str] = {}
-    entries: list[tuple[str, Path, str, int, int, str, str]] = []
+    entries: list[SourceEntry] = []
     named: set[str] = set()
     gone: list[str] = []
     for path in dict.fromkeys(paths):
@@ -521,15 +516,29 @@ def find_changes_at(
                 (label, folder, relative, stat.st_size, stat.st_mtime_ns, file_type, version)
             )
     live = catalog.live_collection()
-    target_records = catalog.known_files(target, named, under=gone)
-    live_records = (
-        catalog.known_files(live.name, named, under=gone) if live and live.name != target else {}
-    )
+    target_records, live_records = _known_rows(catalog, target, live, named, under=gone)
     known = live_records | target_records
     files = [_describe(*entry, known) for entry in entries]
     diff = diff_manifest(files, [], target_records, live_records)
     diff.partial = True
     return diff
+
+
+def _known_rows(
+    catalog: Catalog,
+    target: str,
+    live: CollectionRecord | None,
+    doc_ids: Iterable[str] = (),
+    *,
+    under: Iterable[str] = (),
+) -> tuple[dict[str, KnownFile], dict[str, KnownFile]]:
+    """The target collection's rows of ``doc_ids`` and of the documents under the prefixes
+    ``under``; and the live collection's, while another is being built."""
+    doc_ids, under = list(doc_ids), list(under)
+    target_rows = catalog.known_files(target, doc_ids, under=under)
+    if live is None or live.name == target:
+        return target_rows, {}
+    return target_rows, catalog.known_files(live.name, doc_ids, under=under)
 
 
 def _place_of(path: Path, folders: Mapping[str, Path]) -> tuple[str, Path, str] | None:
