@@ -20,6 +20,7 @@ from rag_pipeline.ids import DEFAULT_WORKSPACE, partition_key
 from rag_pipeline.indexing import checks
 from rag_pipeline.indexing.checks import run_checks
 from rag_pipeline.indexing.direct import unreported_runs
+from rag_pipeline.indexing.planning import find_work
 from rag_pipeline.indexing.run import Indexer
 from rag_pipeline.manifest import ManifestDiff, find_changes
 from rag_pipeline.store import passed_verification_record
@@ -302,6 +303,23 @@ def test_after_a_run_indexed_what_a_pass_found_the_next_compares_only_the_folder
     gone = changes()
     assert gone.partial and gone.deleted == ["docs/fish/pike.md"] and gone.files == {}
     assert gone.unchanged == [] and gone.also_unchanged == 2  # birds/ was not compared
+
+
+def test_a_watcher_pass_naming_more_paths_than_a_direct_change_holds_compares_every_file(
+    home: Path, source: Path
+) -> None:
+    (source / "heron.md").write_text("# Herons\n\nHerons stand still.\n", "utf-8")
+    assert main(["index", "--home", str(home), "--source", str(source)]) == 0
+    settings = load_settings(home, indexing={"direct_documents": 2})
+    named = [source / f"note-{number}.md" for number in range(3)]
+    for path in named:
+        path.write_text(f"# {path.stem}\n\nA note.\n", "utf-8")
+    with Catalog(settings) as catalog:
+        few = find_work(settings, catalog, partial=True, paths=named[:2])
+        many = find_work(settings, catalog, partial=True, paths=named)
+    assert few.partial and sorted(few.new) == ["docs/note-0.md", "docs/note-1.md"]
+    # Three named: a Dagster run's plan, which needs every document compared.
+    assert not many.partial and len(many.new) == 3 and "docs/heron.md" in many.files
 
 
 def test_a_store_that_lost_points_after_a_run_is_repaired_by_the_next_one(

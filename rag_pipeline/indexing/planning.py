@@ -40,7 +40,13 @@ def find_work(
     """
     target = target_collection(settings, catalog)
     repair_pending(settings, catalog)
-    if partial and paths is not None and not retry_failed:
+    # More paths than a direct change holds: the whole pass at once, without describing them.
+    if (
+        partial
+        and paths is not None
+        and not retry_failed
+        and indexes_directly(settings, len(paths))
+    ):
         diff = find_changes_at(settings, catalog, target.name, paths)
         if diff is not None and indexes_directly(settings, len(diff.to_process)):
             return diff
