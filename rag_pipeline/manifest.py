@@ -402,9 +402,10 @@ def find_changes(
     retry_failed: bool = False,
     every_file: bool = False,
     partial: bool = False,
+    listing: SourceListing | None = None,
 ) -> ManifestDiff:
-    """Scan the watched folders and classify every document against the ``target`` collection
-    (and the live one, when another is being built).
+    """Scan the watched folders (or take ``listing``, a walk just made) and classify every
+    document against the ``target`` collection (and the live one, when another is being built).
 
     The last pass that found nothing to do (or a run that indexed all a pass found:
     ``remember_listing``) left a digest of each folder's listing and the catalog's state. While
@@ -418,7 +419,7 @@ def find_changes(
     live = catalog.live_collection()
     collections = sorted({target, live.name if live else target})
     state = [catalog.pass_state(name) for name in collections]
-    listing = list_sources(settings)
+    listing = listing or list_sources(settings)
     quiet = QuietPass(settings.home / QUIET_PASS_FILE)
     changed = None
     if not (retry_failed or every_file or listing.missing):
@@ -496,7 +497,10 @@ def find_changes_at(
         if place is None:
             continue
         label, folder, relative = place
-        if not folder.is_dir() or not relative or path.is_dir():
+        try:
+            if not folder.is_dir() or not relative or path.is_dir():
+                return None
+        except OSError:  # not to be looked at (permissions): the whole pass says what it can
             return None
         if any(part.startswith(_SKIPPED) for part in relative.split("/")) or not _utf8(relative):
             continue

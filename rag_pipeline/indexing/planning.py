@@ -53,7 +53,7 @@ def find_work(
     verify_collections(settings, catalog)
     diff = find_changes(settings, catalog, target.name, retry_failed=retry_failed, partial=partial)
     if diff.partial and not indexes_directly(settings, len(diff.to_process)):
-        diff = find_changes(settings, catalog, target.name, every_file=True)
+        diff = find_changes(settings, catalog, target.name, every_file=True, listing=diff.listing)
     for folder in diff.missing_sources:
         logger.warning("watched folder %s is missing; its documents are kept", folder)
     return diff
