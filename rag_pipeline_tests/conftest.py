@@ -18,6 +18,7 @@ from rag_pipeline.config import EmbeddingSettings, load_settings
 from rag_pipeline.defs.instance import POSTGRES_DAGSTER_ENVIRONMENT
 from rag_pipeline.embedding.models import OFFLINE_DENSE_MODELS, load_dense_model, load_sparse_model
 from rag_pipeline.faults import FAULT_ENV, FAULT_ONCE_ENV
+from rag_pipeline.files import copy_keeping_holes
 from rag_pipeline_tests.documents import long_pdf
 
 if TYPE_CHECKING:
@@ -244,11 +245,13 @@ class IndexedPlaces:
         place, pristine = self.place(name), self.root / f"{name}.pristine"
         shutil.rmtree(place, ignore_errors=True)
         if pristine.exists():
-            shutil.copytree(pristine, place, symlinks=True)  # times kept: no file looks changed
+            # times kept: no file looks changed; holes kept: the store's preallocated files
+            # would fill the disk otherwise
+            shutil.copytree(pristine, place, symlinks=True, copy_function=copy_keeping_holes)
         else:
             place.mkdir(parents=True)
             build(place)
-            shutil.copytree(place, pristine, symlinks=True)
+            shutil.copytree(place, pristine, symlinks=True, copy_function=copy_keeping_holes)
         return place
 
 
