@@ -9,7 +9,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
 from rag_pipeline.cli.common import UserError
 from rag_pipeline.cli.parser import argument_parser
@@ -42,15 +42,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to ``sys.stderr`` as it is when a record comes, not as it was when `main` first
+    ran: a host that calls `main` and swaps its stderr (a test's capture) may close the old one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFormatter(logging.Formatter("%(message)s"))
+
+    @property  # type: ignore[override]
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _: TextIO) -> None:
+        pass
+
+
 def _configure_logging(verbose: bool) -> None:
     pipeline_logger = logging.getLogger("rag_pipeline")
-    if not any(
-        getattr(handler, "_rag_pipeline_cli", False) for handler in pipeline_logger.handlers
-    ):
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        handler._rag_pipeline_cli = True  # type: ignore[attr-defined]
-        pipeline_logger.addHandler(handler)
+    if not any(isinstance(handler, _StderrHandler) for handler in pipeline_logger.handlers):
+        pipeline_logger.addHandler(_StderrHandler())
     pipeline_logger.setLevel(logging.INFO)
     if not verbose:
         for noisy in ("dagster", "jieba"):
