@@ -177,6 +177,25 @@ def test_a_change_no_event_told_of_is_found_by_the_rescan(
     within(RESCAN_SECONDS + 30, "the rescan's pass", says_autumn)
 
 
+def test_another_process_gets_the_store_the_watcher_keeps_open_between_passes(
+    watching: tuple[Settings, list[IndexOutcome]], source: Path
+) -> None:
+    settings, _ = watching
+    _drop_a_note(settings, source)
+    command = ["query", "--home", str(settings.home), "--json", "herons stand still"]
+    query = subprocess.run(
+        [sys.executable, "-m", "rag_pipeline.cli", *command],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert query.returncode == 0, query.stderr[-3000:]
+    assert "docs/heron.md" in query.stdout
+    # The watcher opens it again for its next pass.
+    (source / "owls.md").write_text("# Owls\n\nOwls hunt at night.\n", "utf-8")
+    within(30, "owls.md searchable", lambda: "docs/owls.md" in _indexed(settings))
+
+
 def test_a_pass_without_dagster_is_shown_in_dagster_while_the_watcher_waits(
     watching: tuple[Settings, list[IndexOutcome]], source: Path
 ) -> None:

@@ -8,7 +8,8 @@ compared alone with the catalog (no walk of every folder, no read of every row);
 more documents get the whole pass, as a run. What a pass
 indexed without Dagster is reported to Dagster right after it, while the watcher waits for the
 next change: shown at once, and not left for a burst's run to report first. Idle, it waits on
-the events and costs nothing; a full pass every ``indexing.watch_rescan_seconds`` catches what
+the events and costs nothing (but the store it keeps open for the next pass, until another
+process asks for it); a full pass every ``indexing.watch_rescan_seconds`` catches what
 no event told of. A folder that disappears keeps its documents, as in any pass; the list of
 folders and workspaces is read again after each pass, so a folder added or a workspace created
 is watched from then on.
@@ -23,6 +24,7 @@ from pathlib import Path
 
 from rag_pipeline.config import Settings
 from rag_pipeline.orchestration.incremental import IndexOutcome, index_once
+from rag_pipeline.store.keeping import keeping_open
 from rag_pipeline.workspaces import Workspace, list_workspaces
 
 logger = logging.getLogger("rag_pipeline.watch")
@@ -32,42 +34,49 @@ Passed = Callable[[Workspace, IndexOutcome], None]
 
 def watch(settings: Settings, stop: threading.Event, on_pass: Passed | None = None) -> None:
     """Index every workspace's changes as they settle, until ``stop`` is set."""
+    passes = _Passes(settings, on_pass)
+    # The store stays open from one pass to the next (opening a large one is most of a small
+    # pass), until another process asks for it.
+    with keeping_open():
+        try:
+            _follow_changes(settings, stop, passes)
+        finally:
+            _wait_for(passes.reporting)
+
+
+def _follow_changes(settings: Settings, stop: threading.Event, passes: _Passes) -> None:
     from watchfiles import watch as file_events
 
     indexing = settings.indexing
     rescan_ms = int(indexing.watch_rescan_seconds * 1000)
-    passes = _Passes(settings, on_pass)
-    try:
-        while not stop.is_set():
-            workspaces = list_workspaces(settings)
-            passes.run(workspaces)  # what changed while nobody watched
-            folders = _folders(workspaces)
-            if not folders:
-                stop.wait(indexing.watch_settle_ms / 1000)
-                continue
-            for changes in file_events(
-                *folders,
-                step=indexing.watch_settle_ms,
-                debounce=max(indexing.watch_settle_ms * 10, 60_000),
-                stop_event=stop,
-                rust_timeout=rescan_ms,
-                yield_on_timeout=True,
-                force_polling=indexing.watch_polling,
-                ignore_permission_denied=True,
-            ):
-                if not changes:  # the rescan's time: a full pass, folders read again
-                    break
-                changed = [Path(path) for _, path in changes]
-                touched = [
-                    workspace
-                    for workspace in workspaces
-                    if any(_inside(path, workspace.settings.watched_folders) for path in changed)
-                ]
-                passes.run(touched, changed)
-                if _folders(list_workspaces(settings)) != folders:
-                    break  # a folder or workspace came or went: watch the new set
-    finally:
-        _wait_for(passes.reporting)
+    while not stop.is_set():
+        workspaces = list_workspaces(settings)
+        passes.run(workspaces)  # what changed while nobody watched
+        folders = _folders(workspaces)
+        if not folders:
+            stop.wait(indexing.watch_settle_ms / 1000)
+            continue
+        for changes in file_events(
+            *folders,
+            step=indexing.watch_settle_ms,
+            debounce=max(indexing.watch_settle_ms * 10, 60_000),
+            stop_event=stop,
+            rust_timeout=rescan_ms,
+            yield_on_timeout=True,
+            force_polling=indexing.watch_polling,
+            ignore_permission_denied=True,
+        ):
+            if not changes:  # the rescan's time: a full pass, folders read again
+                break
+            changed = [Path(path) for _, path in changes]
+            touched = [
+                workspace
+                for workspace in workspaces
+                if any(_inside(path, workspace.settings.watched_folders) for path in changed)
+            ]
+            passes.run(touched, changed)
+            if _folders(list_workspaces(settings)) != folders:
+                break  # a folder or workspace came or went: watch the new set
 
 
 class _Passes:

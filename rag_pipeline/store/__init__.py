@@ -149,15 +149,21 @@ def open_vector_store(
     """``collection`` on the Qdrant server when ``store.url`` is set, else in the embedded
     engine under the home.
 
-    The embedded engine admits one process at a time: wait up to ``wait_seconds`` for it.
+    The embedded engine admits one process at a time: wait up to ``wait_seconds`` for it (a
+    process keeping it open between uses lets go when asked: ``keeping.py``).
     """
     if uses_server(settings):
         from rag_pipeline.store.server import QdrantServerStore
 
         return QdrantServerStore.from_settings(settings.store, collection)
     from rag_pipeline.store.edge import EdgeStore
+    from rag_pipeline.store.keeping import active_keeper
 
-    return EdgeStore(embedded_path(settings, collection), wait_seconds=wait_seconds)
+    path = embedded_path(settings, collection)
+    keeper = active_keeper()
+    if keeper is not None:
+        return keeper.open(path, wait_seconds=wait_seconds)
+    return EdgeStore(path, wait_seconds=wait_seconds)
 
 
 def uses_server(settings: Settings) -> bool:

@@ -43,6 +43,8 @@ from rag_pipeline.store.schema import (
 if TYPE_CHECKING:
     from qdrant_edge import EdgeConfig, EdgeShard, Filter, SearchParams
 
+    from rag_pipeline.store.keeping import StoreKeeper
+
 logger = logging.getLogger(__name__)
 
 _UPSERT_BATCH = 256
@@ -56,19 +58,26 @@ _QUANTILE = 0.99  # the int8 copies' range: outliers past it are clipped
 # The hits scored again on the full vectors, per hit asked for: what keeps the int8 scan's
 # ranking the exact one.
 _OVERSAMPLING = 2.0
+# How long a replica's copy waits for a shard another process keeps open between its uses.
+_HAND_OVER_SECONDS = 3.0
 
 
 class EdgeStore:
-    def __init__(self, path: Path, *, wait_seconds: float = 0.0) -> None:
+    def __init__(
+        self, path: Path, *, wait_seconds: float = 0.0, keeper: StoreKeeper | None = None
+    ) -> None:
         """Open the shard at ``path`` if it exists, waiting up to ``wait_seconds`` for another
-        process (or another store object) that holds it."""
+        process (or another store object) that holds it. With ``keeper``, closing it leaves it
+        open for the keeper's next caller (``keeping.py``)."""
         self.path = path
+        self.keeper = keeper
+        self.is_dropped = False
         self._config: dict[str, Any] | None = None  # the shard's vector layout, read once
         self._written = 0  # points upserted since the shard was opened
         # Whether any point has a multilingual vector: asked once, and again after a write.
         self._holds_multilingual: bool | None = None
         self._lock = _lock_of(path)
-        if not self._lock.acquire(wait_seconds):
+        if not acquire_asking(self._lock, path, wait_seconds):
             raise StoreBusyError(
                 f"the vector store at {path} is open in another process (an indexing run?); "
                 "try again when it has finished"
@@ -86,7 +95,7 @@ class EdgeStore:
         files is what makes a large index's copy take minutes, not the hours of writing its
         points again."""
         held = _lock_of(source)
-        if not held.acquire(0):
+        if not acquire_asking(held, source, _HAND_OVER_SECONDS):
             return False
         copy = self.path.with_name(f".{self.path.name}.copy")
         try:
@@ -373,12 +382,18 @@ class EdgeStore:
             self._shard = None
         shutil.rmtree(self.path, ignore_errors=True)
         self._config = None
+        self.is_dropped = True
         self._lock.path.unlink(missing_ok=True)  # held until close: no one opens it meanwhile
 
     def close(self) -> None:
+        if self._shard is not None and self._written:
+            self.optimize()
+        if self.keeper is not None:
+            # On disk as after a close, before the keeper may let go of it from its thread.
+            self.flush()
+            if self.keeper.give_back(self):
+                return
         if self._shard is not None:
-            if self._written:
-                self.optimize()
             self._shard.close()
             self._shard = None
         self._lock.release()
@@ -444,6 +459,36 @@ def _lock_of(path: Path) -> FileLock:
     """The lock every process takes before opening the shard at ``path``: beside the shard,
     not in it, since the shard's folder is removed when it starts afresh."""
     return FileLock(path.with_name(f".{path.name}.lock"))
+
+
+def _ask_lock_of(path: Path) -> FileLock:
+    """Held shared by whoever waits for the shard at ``path``: a process keeping it open
+    between uses (``keeping.py``) lets go when it sees that."""
+    return FileLock(path.with_name(f".{path.name}.asked"))
+
+
+def acquire_asking(lock: FileLock, path: Path, wait_seconds: float) -> bool:
+    """Take the lock of the shard at ``path``; if it is taken, ask for it while waiting up to
+    ``wait_seconds``."""
+    if lock.acquire(0):
+        return True
+    asking = _ask_lock_of(path)
+    # Shared: askers do not exclude each other; refused only during a keeper's look.
+    asked = asking.acquire(1.0, shared=True)
+    try:
+        return lock.acquire(wait_seconds)
+    finally:
+        if asked:
+            asking.release()
+
+
+def asked_for(path: Path) -> bool:
+    """Whether another process (or store object) waits for the shard at ``path``."""
+    asking = _ask_lock_of(path)
+    if not asking.acquire(0):
+        return True
+    asking.release()
+    return False
 
 
 def _vectors(point: IndexPoint, sparse_type: type) -> dict[str, Any]:
