@@ -395,13 +395,15 @@ class Catalog:
         )
 
     def pass_state(self, collection: str) -> PassState:
-        """The state a pass that found nothing to do records (``manifest.QuietPass``), in one
-        read of the collection's rows."""
+        """The state a pass that found nothing to do records (``manifest.QuietPass``): each
+        part from an index, not the collection's rows."""
         count, last_update, next_retry_at, flagged = self.database.rows(
-            "SELECT COUNT(*), MAX(updated_at), "
-            "MIN(CASE WHEN state = 'failed' THEN retry_at END), "
-            "COUNT(reindex_reason) FROM documents WHERE collection = ?",
-            (collection,),
+            "SELECT (SELECT COUNT(*) FROM documents WHERE collection = ?), "
+            "(SELECT MAX(updated_at) FROM documents WHERE collection = ?), "
+            "(SELECT MIN(retry_at) FROM documents WHERE collection = ? AND state = 'failed'), "
+            "(SELECT COUNT(*) FROM documents WHERE collection = ? "
+            "AND reindex_reason IS NOT NULL)",
+            (collection,) * 4,
         )[0]
         return PassState(collection, count, last_update, next_retry_at, flagged)
 

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
 
 _TABLES = (
     """CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
@@ -81,6 +81,8 @@ _TABLES = (
     # `status` counts documents by state and lists those not indexed as they are: from these
     # indexes, not every document's row (seconds at a million documents).
     """CREATE INDEX IF NOT EXISTS documents_by_state ON documents (collection, state)""",
+    # Every pass asks when a collection's documents last changed (``Catalog.pass_state``).
+    """CREATE INDEX IF NOT EXISTS documents_by_update ON documents (collection, updated_at)""",
     """CREATE INDEX IF NOT EXISTS documents_unsettled ON documents (collection, doc_id)
         WHERE state <> 'indexed' OR reindex_reason IS NOT NULL""",
     # Documents whose points in a collection may differ from what the catalog names live there
