@@ -99,6 +99,8 @@ class ManifestDiff:
     partial: bool = False
     # The walk this diff compared (None: no walk), kept for ``remember_listing`` after its run.
     listing: SourceListing | None = None
+    # What a pass over named paths saw (``find_changes_at``), for ``remember_listing``.
+    paths_seen: PathsSeen | None = None
 
     @property
     def to_process(self) -> list[str]:
@@ -157,6 +159,17 @@ def pipeline_version(settings: Settings, file_type: str) -> str:
 SourceEntry = tuple[str, Path, str, int, int, str, str]
 
 
+@dataclass(frozen=True, slots=True)
+class PathsSeen:
+    """What a pass over the paths a watcher's events named saw, before its run."""
+
+    state: list[PassState]  # the catalog's (``Catalog.pass_state``)
+    named: set[str]  # the documents at the paths, there or gone
+    entries: list[SourceEntry]  # the files there, as compared
+    known: dict[str, KnownFile]  # the target collection's rows of them (and of what is gone)
+    gone: list[str]  # prefixes of the documents under paths that are gone
+
+
 @dataclass(slots=True)
 class SourceListing:
     """What a walk of the watched folders found, before any file is compared or read."""
@@ -179,28 +192,51 @@ def list_sources(settings: Settings) -> SourceListing:
     folders that are missing."""
     entries: list[SourceEntry] = []
     missing: list[Path] = []
-    versions: dict[str, str] = {}
+    versions = _PipelineVersions(settings)
     for label, folder in source_labels(settings.watched_folders).items():
         if not folder.is_dir():
             missing.append(folder)
             continue
-        for relative, stat in _walk(folder, follow_symlinks=settings.indexing.follow_symlinks):
-            file_type = format_of(relative)
-            if file_type is None:
-                continue
-            if file_type not in versions:
-                versions[file_type] = pipeline_version(settings, file_type)
+        files = _walk(folder, follow_symlinks=settings.indexing.follow_symlinks)
+        entries.extend(_entries(label, folder, files, versions))
+    return SourceListing(entries, missing, _folder_digests(entries))
+
+
+class _PipelineVersions(dict[str, str]):
+    """``pipeline_version`` of each file type, worked out once a pass."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__()
+        self.settings = settings
+
+    def __missing__(self, file_type: str) -> str:
+        version = self[file_type] = pipeline_version(self.settings, file_type)
+        return version
+
+
+def _entries(
+    label: str,
+    folder: Path,
+    files: Iterable[tuple[str, os.stat_result]],
+    versions: _PipelineVersions,
+) -> Iterator[SourceEntry]:
+    """The walk's entries of ``files`` (paths inside ``folder``), documents only."""
+    for relative, stat in files:
+        file_type = format_of(relative)
+        if file_type is not None:
             version = versions[file_type]
-            size, mtime_ns = stat.st_size, stat.st_mtime_ns
-            entries.append((label, folder, relative, size, mtime_ns, file_type, version))
+            yield (label, folder, relative, stat.st_size, stat.st_mtime_ns, file_type, version)
+
+
+def _folder_digests(entries: Iterable[SourceEntry]) -> dict[str, str]:
+    """Each folder of ``entries`` (listed a folder at a time, by name) → a digest of them."""
     digests: dict[str, Any] = {}
     for inside, (_, folder, relative, size, mtime_ns, _, version) in _with_folders(entries):
         digest = digests.get(inside)
         if digest is None:
             digest = digests[inside] = hashlib.sha256(f"{folder}\n".encode())
         digest.update(f"{relative}\0{size}\0{mtime_ns}\0{version}\n".encode())
-    folders = {inside: digest.hexdigest() for inside, digest in digests.items()}
-    return SourceListing(entries, missing, folders)
+    return {inside: digest.hexdigest() for inside, digest in digests.items()}
 
 
 def _with_folders(entries: list[SourceEntry]) -> Iterator[tuple[str, SourceEntry]]:
@@ -262,30 +298,43 @@ def _walk(folder: Path, *, follow_symlinks: bool) -> Iterator[tuple[str, os.stat
     stack = [("", str(folder))]
     while stack:
         inside, current = stack.pop()
-        try:
-            entries = sorted(os.scandir(current), key=_NAME)
-        except OSError:
+        files, folders = _list_one(folder, inside, current, follow_symlinks)
+        yield from files
+        stack.extend(folders)
+
+
+def _list_one(
+    folder: Path, inside: str, current: str, follow_symlinks: bool
+) -> tuple[list[tuple[str, os.stat_result]], list[tuple[str, str]]]:
+    """What ``_walk`` finds directly in ``current`` (``inside`` of ``folder``): its files, by
+    name, and its subfolders (each inside ``folder`` and its path)."""
+    try:
+        entries = sorted(os.scandir(current), key=_NAME)
+    except OSError:
+        return [], []
+    files: list[tuple[str, os.stat_result]] = []
+    folders: list[tuple[str, str]] = []
+    for entry in entries:
+        name = entry.name
+        if name.startswith(_SKIPPED):
             continue
-        for entry in entries:
-            name = entry.name
-            if name.startswith(_SKIPPED):
+        if not name.isascii() and not _utf8(name):
+            logger.warning(
+                "skipped %s: its name is not UTF-8 (rename it to index it)",
+                os.fsencode(entry.path),
+            )
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            folders.append((f"{inside}{name}/", entry.path))
+        elif entry.is_file() and (
+            not entry.is_symlink() or _allowed(Path(entry.path), folder, follow_symlinks)
+        ):
+            try:
+                stat = entry.stat()
+            except OSError:  # gone meanwhile
                 continue
-            if not name.isascii() and not _utf8(name):
-                logger.warning(
-                    "skipped %s: its name is not UTF-8 (rename it to index it)",
-                    os.fsencode(entry.path),
-                )
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                stack.append((f"{inside}{name}/", entry.path))
-            elif entry.is_file() and (
-                not entry.is_symlink() or _allowed(Path(entry.path), folder, follow_symlinks)
-            ):
-                try:
-                    stat = entry.stat()
-                except OSError:  # gone meanwhile
-                    continue
-                yield f"{inside}{name}", stat
+            files.append((f"{inside}{name}", stat))
+    return files, folders
 
 
 def _utf8(name: str) -> bool:
@@ -417,7 +466,7 @@ def find_changes(
     file, as does any pass while a watched folder is missing.
     """
     live = catalog.live_collection()
-    collections = sorted({target, live.name if live else target})
+    collections = _collections(target, live)
     state = [catalog.pass_state(name) for name in collections]
     listing = listing or list_sources(settings)
     quiet = QuietPass(settings.home / QUIET_PASS_FILE)
@@ -469,13 +518,97 @@ def _compare_folders(
 def remember_listing(settings: Settings, catalog: Catalog, target: str, diff: ManifestDiff) -> None:
     """After a run indexed everything ``diff`` found (its failures recorded as such), under the
     indexing lock: the folders as that pass listed them match the catalog now, as after a pass
-    that found nothing to do, and the next pass need compare only the folders changed since."""
-    if diff.listing is None or diff.listing.missing:
+    that found nothing to do, and the next pass need compare only the folders changed since.
+    After a pass over named paths, the folders they are in are listed again and their record
+    brought up to date (``_listing_after_paths``)."""
+    quiet = QuietPass(settings.home / QUIET_PASS_FILE)
+    if diff.listing is not None and not diff.listing.missing:
+        folders = diff.listing.folders
+    elif diff.paths_seen is not None:
+        held = quiet.held(diff.paths_seen.state)
+        if held is None:
+            return
+        folders = _listing_after_paths(settings, held, diff.paths_seen)
+    else:
         return
-    live = catalog.live_collection()
-    collections = sorted({target, live.name if live else target})
-    state = [catalog.pass_state(name) for name in collections]
-    QuietPass(settings.home / QUIET_PASS_FILE).record(diff.listing.folders, state)
+    state = [catalog.pass_state(name) for name in _collections(target, catalog.live_collection())]
+    quiet.record(folders, state)
+
+
+def _listing_after_paths(
+    settings: Settings, recorded: dict[str, str], seen: PathsSeen
+) -> dict[str, str]:
+    """The quiet record's folders after a run indexed what a pass over named paths found, the
+    record having held at that pass's start: those the named paths are in listed again
+    (``_digest_after_paths``), and what was under a path that is gone left out."""
+    folders = {
+        folder: digest
+        for folder, digest in recorded.items()
+        if not any(folder.startswith(prefix) for prefix in seen.gone)
+    }
+    versions = _PipelineVersions(settings)
+    for label, inside in {_folder_parts(doc_id) for doc_id in seen.named}:
+        folder = ids.document_id(label, inside)
+        digest = _digest_after_paths(settings, label, inside, seen, recorded.get(folder), versions)
+        if digest is None:
+            folders.pop(folder, None)
+        else:
+            folders[folder] = digest
+    return folders
+
+
+def _digest_after_paths(
+    settings: Settings,
+    label: str,
+    inside: str,
+    seen: PathsSeen,
+    recorded: str | None,
+    versions: _PipelineVersions,
+) -> str | None:
+    """The digest of a folder a named path is in, listed now: kept only if the listing is the
+    ``recorded`` one but for the named files, and those are as the pass compared them. None (the
+    folder compared at the next pass) when anything else changed meanwhile, or it holds no
+    document."""
+    root = source_labels(settings.watched_folders).get(label)
+    if root is None:
+        return None
+    files, _ = _list_one(root, inside, str(root / inside), settings.indexing.follow_symlinks)
+    now = list(_entries(label, root, files, versions))
+    named = {doc_id for doc_id in seen.named if _folder_parts(doc_id) == (label, inside)}
+    named_now = [entry for entry in now if ids.document_id(label, entry[2]) in named]
+    compared = [entry for entry in seen.entries if ids.document_id(label, entry[2]) in named]
+    if sorted(named_now, key=_RELATIVE) != sorted(compared, key=_RELATIVE):
+        return None  # a named file changed again since it was compared
+    # The listing as recorded: the others as now, the named files as the catalog had them.
+    before = [entry for entry in now if ids.document_id(label, entry[2]) not in named]
+    for doc_id in named:
+        row, relative = seen.known.get(doc_id), doc_id.partition("/")[2]
+        if row is not None and (file_type := format_of(relative)) is not None:
+            before.append(
+                (label, root, relative, row.size, row.mtime_ns, file_type, versions[file_type])
+            )
+    before.sort(key=lambda entry: entry[2].rpartition("/")[2])  # by name, as listed
+    folder = ids.document_id(label, inside)
+    if _folder_digests(before).get(folder) != recorded:
+        return None
+    return _folder_digests(now).get(folder)
+
+
+_RELATIVE = operator.itemgetter(2)
+
+
+def _folder_parts(doc_id: str) -> tuple[str, str]:
+    """The label of a document's watched folder, and the folder it is in as the walk names it
+    (``"a/b/"``, ``""`` at the top)."""
+    label, _, relative = doc_id.partition("/")
+    inside = relative.rpartition("/")[0]
+    return label, f"{inside}/" if inside else ""
+
+
+def _collections(target: str, live: CollectionRecord | None) -> list[str]:
+    """The collections a pass compares with: the target, and the live one while another is
+    being built."""
+    return sorted({target, live.name if live else target})
 
 
 def find_changes_at(
@@ -488,7 +621,7 @@ def find_changes_at(
     folder, or a watched folder is missing: only a whole pass tells what changed then."""
     folders = source_labels(settings.watched_folders)
     follow = settings.indexing.follow_symlinks
-    versions: dict[str, str] = {}
+    versions = _PipelineVersions(settings)
     entries: list[SourceEntry] = []
     named: set[str] = set()
     gone: list[str] = []
@@ -510,21 +643,18 @@ def find_changes_at(
             stat = path.stat() if path.is_file() and _allowed(path, folder, follow) else None
         except OSError:  # gone meanwhile
             stat = None
-        file_type = format_of(relative)
         if stat is None:
             gone.append(f"{doc_id}/")
-        elif file_type is not None:
-            version = versions.get(file_type) or pipeline_version(settings, file_type)
-            versions[file_type] = version
-            entries.append(
-                (label, folder, relative, stat.st_size, stat.st_mtime_ns, file_type, version)
-            )
+        else:
+            entries.extend(_entries(label, folder, [(relative, stat)], versions))
     live = catalog.live_collection()
+    state = [catalog.pass_state(name) for name in _collections(target, live)]
     target_records, live_records = _known_rows(catalog, target, live, named, under=gone)
     known = live_records | target_records
     files = [_describe(*entry, known) for entry in entries]
     diff = diff_manifest(files, [], target_records, live_records)
     diff.partial = True
+    diff.paths_seen = PathsSeen(state, named, entries, target_records, gone)
     return diff
 
 
@@ -565,9 +695,9 @@ class QuietPass:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def changed_folders(self, folders: dict[str, str], state: list[PassState]) -> set[str] | None:
-        """The folders whose listing differs from the record's (added, gone or touched), or
-        None when the record does not hold: another catalog state, a retry due, no record."""
+    def held(self, state: list[PassState]) -> dict[str, str] | None:
+        """The recorded digest of each folder, or None when the record does not hold for the
+        catalog in ``state``: another state, a retry due, no record."""
         try:
             saved = json.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -580,6 +710,14 @@ class QuietPass:
         if retry_due or not isinstance(recorded, dict):
             return None
         if saved.get("state") != [list(entry) for entry in state]:
+            return None
+        return recorded
+
+    def changed_folders(self, folders: dict[str, str], state: list[PassState]) -> set[str] | None:
+        """The folders whose listing differs from the record's (added, gone or touched), or
+        None when the record does not hold."""
+        recorded = self.held(state)
+        if recorded is None:
             return None
         return {
             folder

@@ -23,6 +23,7 @@ from rag_pipeline.indexing.direct import unreported_runs
 from rag_pipeline.indexing.planning import find_work
 from rag_pipeline.indexing.run import Indexer
 from rag_pipeline.manifest import ManifestDiff, find_changes
+from rag_pipeline.orchestration.incremental import index_once
 from rag_pipeline.store import passed_verification_record
 from rag_pipeline_tests.conftest import Cli, IndexedPlaces, dagster_view
 from rag_pipeline_tests.documents import (
@@ -303,6 +304,46 @@ def test_after_a_run_indexed_what_a_pass_found_the_next_compares_only_the_folder
     gone = changes()
     assert gone.partial and gone.deleted == ["docs/fish/pike.md"] and gone.files == {}
     assert gone.unchanged == [] and gone.also_unchanged == 2  # birds/ was not compared
+
+
+def test_after_a_watcher_pass_the_next_compares_only_what_changed_besides_the_named_paths(
+    home: Path, source: Path
+) -> None:
+    for name in ("birds/heron.md", "birds/owl.md", "birds/swift.md", "fish/carp.md"):
+        (source / name).parent.mkdir(exist_ok=True)
+        (source / name).write_text(f"# {name}\n\nA note on {name}.\n", "utf-8")
+    assert main(["index", "--home", str(home), "--source", str(source)]) == 0
+    settings = load_settings(home)
+
+    def changes() -> ManifestDiff:
+        with Catalog(settings) as catalog:
+            live = catalog.live_collection()
+            assert live is not None
+            return find_changes(settings, catalog, live.name, partial=True)
+
+    birds, fish = source / "birds", source / "fish"
+    (birds / "heron.md").write_text("# Herons\n\nOther words now.\n", "utf-8")
+    (birds / "owl.md").unlink()
+    (fish / "pike.md").write_text("# Pike\n\nA new note.\n", "utf-8")
+    outcome = index_once(
+        settings, trigger="watch", paths=[birds / "heron.md", birds / "owl.md", fish / "pike.md"]
+    )
+    assert outcome.diff.partial and outcome.diff.listing is None  # no walk: the paths alone
+    assert changes().quiet  # the folders' record brought up to date: no row read
+
+    # A change no event named, in the folder of one that was: still found by the next pass.
+    (birds / "swift.md").write_text("# Swifts\n\nThey sleep in flight.\n", "utf-8")
+    (birds / "heron.md").write_text("# Herons\n\nLonger now, and changed again.\n", "utf-8")
+    index_once(settings, trigger="watch", paths=[birds / "heron.md"])
+    diff = changes()
+    assert diff.partial and diff.changed == ["docs/birds/swift.md"]
+    assert sorted(diff.files) == ["docs/birds/heron.md", "docs/birds/swift.md"]  # birds/ alone
+
+    # A folder moved away: what was under it leaves the record with its documents.
+    assert main(["index", "--home", str(home)]) == 0
+    shutil.move(fish, source.parent / "fish")
+    index_once(settings, trigger="watch", paths=[fish])
+    assert changes().quiet
 
 
 def test_a_watcher_pass_naming_more_paths_than_a_direct_change_holds_compares_every_file(
