@@ -81,8 +81,9 @@ _TABLES = (
     # `status` counts documents by state and lists those not indexed as they are: from these
     # indexes, not every document's row (seconds at a million documents).
     """CREATE INDEX IF NOT EXISTS documents_by_state ON documents (collection, state)""",
-    # Every pass asks when a collection's documents last changed (``Catalog.pass_state``).
-    """CREATE INDEX IF NOT EXISTS documents_by_update ON documents (collection, updated_at)""",
+    # Every pass asks when a document last changed (``Catalog.pass_state``). Not led by the
+    # collection: the queries by collection would take it instead of the indexes made for them.
+    """CREATE INDEX IF NOT EXISTS documents_by_time ON documents (updated_at)""",
     """CREATE INDEX IF NOT EXISTS documents_unsettled ON documents (collection, doc_id)
         WHERE state <> 'indexed' OR reindex_reason IS NOT NULL""",
     # Documents whose points in a collection may differ from what the catalog names live there
