@@ -227,6 +227,28 @@ def test_status_counts_and_lists_the_unsettled_documents_from_indexes_not_every_
     catalog.close()
 
 
+def test_a_passs_state_and_the_points_expected_are_read_from_indexes_not_every_row(
+    home: Path,
+) -> None:
+    """Read on every pass: SQLite's plans follow indexes, each the one made for its read (an
+    index led by the collection took the others' reads once, a scan of every row)."""
+    catalog = Catalog(load_settings(home))
+    catalog.target_collection(COLLECTION, {}, {})
+    for doc_id in ("a", "b"):
+        catalog.commit_document(COLLECTION, _record(doc_id, "v1"), [_chunk(doc_id, "v1", 0)])
+    with _traced(catalog) as statements:
+        state = catalog.pass_state(COLLECTION)
+        expected = catalog.expected_points(COLLECTION)
+    assert (state.documents, state.next_retry_at, state.flagged) == (2, None, 0)
+    assert expected == sum(record.chunks for record in catalog.documents(COLLECTION).values())
+    state_plan, expected_plan = (_plan(catalog, statement) for statement in statements)
+    assert "SCAN documents" not in state_plan, state_plan
+    for index in ("documents_by_state", "documents_by_time", "documents_unsettled"):
+        assert index in state_plan, state_plan
+    assert "documents_indexed_chunks" in expected_plan, expected_plan
+    catalog.close()
+
+
 def test_every_chunks_keys_are_read_from_an_index_and_an_older_catalog_gains_it(
     home: Path,
 ) -> None:
