@@ -4,6 +4,7 @@ stopped (SIGTERM) when their parent dies, even by SIGKILL."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -42,11 +43,13 @@ def _terminated_with_parent(parent: int) -> Callable[[], None]:
 
 
 def stop_process_group(process: subprocess.Popen[bytes], timeout_seconds: float = 60) -> None:
-    """Stop a process started in a session of its own, and what it started: SIGTERM, then
-    SIGKILL if it has not ended within ``timeout_seconds``."""
+    """Stop a process started in a session of its own, and what it started: SIGTERM to them
+    all, and once the leader has ended (or ``timeout_seconds`` passed), SIGKILL to what is left
+    of the group: its leader ending does not end the rest (`dagster dev` may return while its
+    daemon is still shutting down), which had as long as the leader to end by themselves."""
     os.killpg(process.pid, signal.SIGTERM)
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=timeout_seconds)
-    except subprocess.TimeoutExpired:
+    with contextlib.suppress(ProcessLookupError):  # the whole group ended
         os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+    process.wait()
