@@ -1,3 +1,4 @@
+import gc
 import os
 import time
 from dataclasses import replace
@@ -8,7 +9,13 @@ import pytest
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.cli import main
 from rag_pipeline.config import Settings, load_settings
-from rag_pipeline.manifest import diff_manifest, find_changes_at, scan_sources, source_labels
+from rag_pipeline.manifest import (
+    diff_manifest,
+    find_changes_at,
+    list_sources,
+    scan_sources,
+    source_labels,
+)
 from rag_pipeline_tests.index_state import record_of
 
 
@@ -132,6 +139,21 @@ def test_links_out_of_a_watched_folder_are_not_followed_unless_allowed(
     allowed = load_settings(home, sources=[source], indexing={"follow_symlinks": True})
     files, _ = scan_sources(allowed, {})
     assert "docs/secret.md" in {f.doc_id for f in files}
+
+
+def test_a_walk_leaves_the_garbage_collector_as_it_found_it(
+    settings: Settings, source: Path
+) -> None:
+    (source / "a.md").write_text("# A\n", "utf-8")
+    assert gc.isenabled()
+    assert len(list_sources(settings).entries) == 1
+    assert gc.isenabled()
+    gc.disable()  # a host that runs without it
+    try:
+        list_sources(settings)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_a_file_whose_name_is_not_utf8_is_skipped_with_a_warning_and_the_rest_listed(
