@@ -207,8 +207,9 @@ def list_sources(settings: Settings) -> SourceListing:
 
 @contextmanager
 def _collection_paused() -> Iterator[None]:
-    """Python's garbage collector paused: a walk makes a tuple a file and no reference cycle,
-    and each collection the allocations set off would go through every tuple made so far."""
+    """Python's garbage collector paused: a walk or a comparison makes an object or two a file
+    and no reference cycle, and each collection the allocations set off would go through every
+    one made so far."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -493,10 +494,13 @@ def find_changes(
         return ManifestDiff(files={}, also_unchanged=len(listing.entries), quiet=True)
     if changed is not None and partial:
         return _compare_folders(catalog, target, live, listing, changed)
-    target_records = catalog.known_files(target)
-    live_records = catalog.known_files(live.name) if live and live.name != target else {}
-    files, missing = scan_sources(settings, live_records | target_records, listing)
-    diff = diff_manifest(files, missing, target_records, live_records, retry_failed=retry_failed)
+    with _collection_paused():
+        target_records = catalog.known_files(target)
+        live_records = catalog.known_files(live.name) if live and live.name != target else {}
+        files, missing = scan_sources(settings, live_records | target_records, listing)
+        diff = diff_manifest(
+            files, missing, target_records, live_records, retry_failed=retry_failed
+        )
     diff.listing = listing
     unchanged_since = state == [catalog.pass_state(name) for name in collections]
     if not diff.to_process and not missing and unchanged_since:
