@@ -195,7 +195,7 @@ def list_sources(settings: Settings) -> SourceListing:
     entries: list[SourceEntry] = []
     missing: list[Path] = []
     versions = _PipelineVersions(settings)
-    with _collection_paused():
+    with _garbage_collector_paused():
         for label, folder in source_labels(settings.watched_folders).items():
             if not folder.is_dir():
                 missing.append(folder)
@@ -206,7 +206,7 @@ def list_sources(settings: Settings) -> SourceListing:
 
 
 @contextmanager
-def _collection_paused() -> Iterator[None]:
+def _garbage_collector_paused() -> Iterator[None]:
     """Python's garbage collector paused: a walk or a comparison makes an object or two a file
     and no reference cycle, and each collection the allocations set off would go through every
     one made so far."""
@@ -494,7 +494,7 @@ def find_changes(
         return ManifestDiff(files={}, also_unchanged=len(listing.entries), quiet=True)
     if changed is not None and partial:
         return _compare_folders(catalog, target, live, listing, changed)
-    with _collection_paused():
+    with _garbage_collector_paused():
         target_records = catalog.known_files(target)
         live_records = catalog.known_files(live.name) if live and live.name != target else {}
         files, missing = scan_sources(settings, live_records | target_records, listing)
