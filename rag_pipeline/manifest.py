@@ -185,8 +185,14 @@ class SourceListing:
 
 def folder_of(label: str, relative: str) -> str:
     """The folder of a document, as the prefix of the ids of the documents directly in it."""
+    return ids.document_id(label, _inside_of(relative))
+
+
+def _inside_of(relative: str) -> str:
+    """The folder a path inside a watched folder is in, as the walk names it (``"a/b/"``,
+    ``""`` at the top)."""
     inside = relative.rpartition("/")[0]
-    return ids.document_id(label, f"{inside}/" if inside else "")
+    return f"{inside}/" if inside else ""
 
 
 def list_sources(settings: Settings) -> SourceListing:
@@ -618,11 +624,9 @@ _RELATIVE = operator.itemgetter(2)
 
 
 def _folder_parts(doc_id: str) -> tuple[str, str]:
-    """The label of a document's watched folder, and the folder it is in as the walk names it
-    (``"a/b/"``, ``""`` at the top)."""
+    """The label of a document's watched folder, and the folder it is in (``_inside_of``)."""
     label, _, relative = doc_id.partition("/")
-    inside = relative.rpartition("/")[0]
-    return label, f"{inside}/" if inside else ""
+    return label, _inside_of(relative)
 
 
 def _collections(target: str, live: CollectionRecord | None) -> list[str]:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from rag_pipeline.store.edge import EdgeStore
-from rag_pipeline.store.keeping import keeping_open
+from rag_pipeline.store.keeping import StoreKeeper, keeping_open
 from rag_pipeline_tests.store.test_stores import DIM, _point
 
 
@@ -30,13 +30,20 @@ def _count_in_another_process(path: Path, *, add: int = 0) -> int:
     return int(done.stdout)
 
 
+def _kept_with_points(keeper: StoreKeeper, path: Path) -> EdgeStore:
+    """The shard at ``path`` opened through ``keeper`` with 20 points of document "a" written,
+    and closed: kept open."""
+    store = keeper.open(path, wait_seconds=0)
+    store.ensure_collection(DIM)
+    store.upsert([_point("a", "v1", i, i + 1) for i in range(20)])
+    store.close()
+    return store
+
+
 def test_a_store_closed_while_kept_is_the_same_open_shard_at_the_next_open(tmp_path: Path) -> None:
     path = tmp_path / "edge"
     with keeping_open() as keeper:
-        first = keeper.open(path, wait_seconds=0)
-        first.ensure_collection(DIM)
-        first.upsert([_point("a", "v1", i, i + 1) for i in range(20)])
-        first.close()
+        first = _kept_with_points(keeper, path)
         again = keeper.open(path, wait_seconds=0)
         assert again is first and again.count() == 20
         again.close()
@@ -48,10 +55,7 @@ def test_another_process_asking_for_a_kept_store_gets_it_with_what_was_written(
 ) -> None:
     path = tmp_path / "edge"
     with keeping_open() as keeper:
-        first = keeper.open(path, wait_seconds=0)
-        first.ensure_collection(DIM)
-        first.upsert([_point("a", "v1", i, i + 1) for i in range(20)])
-        first.close()  # kept open, what it wrote on disk
+        first = _kept_with_points(keeper, path)  # what it wrote on disk
         assert _count_in_another_process(path, add=5) == 25
         # Let go for that process: opened afresh here, with what the other one wrote.
         again = keeper.open(path, wait_seconds=10)
@@ -62,10 +66,7 @@ def test_another_process_asking_for_a_kept_store_gets_it_with_what_was_written(
 def test_a_replica_copies_a_store_kept_open_elsewhere(tmp_path: Path) -> None:
     source = tmp_path / "edge"
     with keeping_open() as keeper:
-        kept = keeper.open(source, wait_seconds=0)
-        kept.ensure_collection(DIM)
-        kept.upsert([_point("a", "v1", i, i + 1) for i in range(20)])
-        kept.close()
+        _kept_with_points(keeper, source)
         replica = EdgeStore(tmp_path / "replica")
         assert replica.replace_with_copy_of(source)  # not written point by point instead
         assert replica.count() == 20
@@ -92,12 +93,9 @@ def test_what_a_kept_store_wrote_survives_its_process_killed_while_it_is_kept(
         "import os, signal\n"
         "from pathlib import Path\n"
         "from rag_pipeline.store.keeping import keeping_open\n"
-        "from rag_pipeline_tests.store.test_stores import DIM, _point\n"
+        "from rag_pipeline_tests.store.test_keeping import _kept_with_points\n"
         "with keeping_open() as keeper:\n"
-        f"    store = keeper.open(Path({str(path)!r}), wait_seconds=0)\n"
-        "    store.ensure_collection(DIM)\n"
-        "    store.upsert([_point('a', 'v1', i, i + 1) for i in range(20)])\n"
-        "    store.close()  # kept open\n"
+        f"    _kept_with_points(keeper, Path({str(path)!r}))\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"
     )
     killed = subprocess.run([sys.executable, "-c", code], timeout=120)
