@@ -1,4 +1,4 @@
-"""Files written whole or not at all, and copied as they are."""
+"""Files written whole or not at all, copied as they are, and what their names say."""
 
 from __future__ import annotations
 
@@ -47,3 +47,14 @@ def copy_keeping_holes(source: str, target: str) -> str:
         writing.truncate(size)
     shutil.copystat(source, target)
     return target
+
+
+def extension_of(path: str | Path) -> str:
+    """A file name's extension in lower case (``".pdf"``), ``""`` for none: the rules of
+    ``os.path.splitext`` (a name's leading dots start no extension) without its cost, since a
+    pass asks it of every file."""
+    name = path.name if isinstance(path, Path) else path.rpartition("/")[2]
+    stem, dot, extension = name.rpartition(".")
+    if not dot or not stem.strip("."):
+        return ""
+    return f".{extension.lower()}"

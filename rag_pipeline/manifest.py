@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rag_pipeline import ids
+from rag_pipeline import ids, walk
 from rag_pipeline.catalog import (
     Catalog,
     CollectionRecord,
@@ -34,9 +34,10 @@ from rag_pipeline.catalog import (
 from rag_pipeline.chunking import CHUNKER_VERSION
 from rag_pipeline.config import Settings
 from rag_pipeline.embedding.image import clip_dim, clip_model_id
-from rag_pipeline.files import write_atomically
-from rag_pipeline.parsing import PARSER_VERSIONS, PICTURE_FORMATS, format_of
+from rag_pipeline.files import extension_of, write_atomically
+from rag_pipeline.parsing import EXTENSIONS, PARSER_VERSIONS, PICTURE_FORMATS, format_of
 from rag_pipeline.redaction import detectors
+from rag_pipeline.walk import SourceEntry, SourceListing
 
 logger = logging.getLogger(__name__)
 
@@ -156,11 +157,6 @@ def pipeline_version(settings: Settings, file_type: str) -> str:
     return ids.fingerprint(described)
 
 
-# A walk's entry: (folder's label, folder, path inside it, size, mtime_ns, file type, pipeline
-# version).
-SourceEntry = tuple[str, Path, str, int, int, str, str]
-
-
 @dataclass(frozen=True, slots=True)
 class PathsSeen:
     """What a pass over the paths a watcher's events named saw, before its run."""
@@ -172,22 +168,6 @@ class PathsSeen:
     gone: list[str]  # prefixes of the documents under paths that are gone
 
 
-@dataclass(slots=True)
-class SourceListing:
-    """What a walk of the watched folders found, before any file is compared or read."""
-
-    entries: list[SourceEntry]
-    missing: list[Path]  # watched folders that are not there
-    # Each folder holding documents (the prefix of their ids) → a digest of its entries: the
-    # same while none of its files is added, removed or touched.
-    folders: dict[str, str]
-
-
-def folder_of(label: str, relative: str) -> str:
-    """The folder of a document, as the prefix of the ids of the documents directly in it."""
-    return ids.document_id(label, _inside_of(relative))
-
-
 def _inside_of(relative: str) -> str:
     """The folder a path inside a watched folder is in, as the walk names it (``"a/b/"``,
     ``""`` at the top)."""
@@ -195,20 +175,39 @@ def _inside_of(relative: str) -> str:
     return f"{inside}/" if inside else ""
 
 
-def list_sources(settings: Settings) -> SourceListing:
+def list_sources(
+    settings: Settings, recorded: Mapping[str, str] | None = None, *, documents: int = 0
+) -> SourceListing:
     """Every document under the watched folders (its name, size and time), and the watched
-    folders that are missing."""
-    entries: list[SourceEntry] = []
-    missing: list[Path] = []
-    versions = _PipelineVersions(settings)
+    folders that are missing. With ``recorded`` (the quiet record's digests), the entries of
+    only the folders that differ from it, unless a watched folder is missing. Shared out between
+    worker processes when the catalog holds ``documents`` enough (``walk``)."""
+    roots = source_labels(settings.watched_folders)
+    missing = [folder for folder in roots.values() if not folder.is_dir()]
     with _garbage_collector_paused():
-        for label, folder in source_labels(settings.watched_folders).items():
-            if not folder.is_dir():
-                missing.append(folder)
-                continue
-            files = _walk(folder, follow_symlinks=settings.indexing.follow_symlinks)
-            entries.extend(_entries(label, folder, files, versions))
-    return SourceListing(entries, missing, _folder_digests(entries))
+        listing = walk.list_folders(
+            {label: folder for label, folder in roots.items() if folder not in missing},
+            file_kinds(settings),
+            follow_symlinks=settings.indexing.follow_symlinks,
+            recorded=None if missing else recorded,
+            workers=_walk_workers(documents),
+        )
+    listing.missing = missing
+    for name in listing.unreadable_names:
+        logger.warning("skipped %s: its name is not UTF-8 (rename it to index it)", name)
+    return listing
+
+
+# From how many documents a walk is shared out between processes: below, starting them costs
+# more than they save.
+_DOCUMENTS_FOR_WORKERS = 20_000
+_MAX_WALK_WORKERS = 4
+
+
+def _walk_workers(documents: int) -> int:
+    if documents < _DOCUMENTS_FOR_WORKERS:
+        return 1
+    return min(len(os.sched_getaffinity(0)), _MAX_WALK_WORKERS)
 
 
 @contextmanager
@@ -225,52 +224,15 @@ def _garbage_collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-class _PipelineVersions(dict[str, str]):
-    """``pipeline_version`` of each file type, worked out once a pass."""
-
-    def __init__(self, settings: Settings) -> None:
-        super().__init__()
-        self.settings = settings
-
-    def __missing__(self, file_type: str) -> str:
-        version = self[file_type] = pipeline_version(self.settings, file_type)
-        return version
-
-
-def _entries(
-    label: str,
-    folder: Path,
-    files: Iterable[tuple[str, os.stat_result]],
-    versions: _PipelineVersions,
-) -> Iterator[SourceEntry]:
-    """The walk's entries of ``files`` (paths inside ``folder``), documents only."""
-    for relative, stat in files:
-        file_type = format_of(relative)
-        if file_type is not None:
-            version = versions[file_type]
-            yield (label, folder, relative, stat.st_size, stat.st_mtime_ns, file_type, version)
-
-
-def _folder_digests(entries: Iterable[SourceEntry]) -> dict[str, str]:
-    """Each folder of ``entries`` (listed a folder at a time, by name) → a digest of them."""
-    digests: dict[str, Any] = {}
-    for inside, (_, folder, relative, size, mtime_ns, _, version) in _with_folders(entries):
-        digest = digests.get(inside)
-        if digest is None:
-            digest = digests[inside] = hashlib.sha256(f"{folder}\n".encode())
-        digest.update(f"{relative}\0{size}\0{mtime_ns}\0{version}\n".encode())
-    return {inside: digest.hexdigest() for inside, digest in digests.items()}
-
-
-def _with_folders(entries: list[SourceEntry]) -> Iterator[tuple[str, SourceEntry]]:
-    """Each entry with its folder (``folder_of``), worked out once a folder: a walk lists the
-    files of a folder one after another."""
-    last, inside = None, ""
-    for entry in entries:
-        where = (entry[0], entry[2].rpartition("/")[0])
-        if where != last:
-            last, inside = where, folder_of(entry[0], entry[2])
-        yield inside, entry
+def file_kinds(settings: Settings) -> dict[str, tuple[str, str]]:
+    """What a walk needs to know of the formats: each indexed extension → its file type and
+    that type's ``pipeline_version``."""
+    versions = {
+        file_type: pipeline_version(settings, file_type) for file_type in set(EXTENSIONS.values())
+    }
+    return {
+        extension: (file_type, versions[file_type]) for extension, file_type in EXTENSIONS.items()
+    }
 
 
 def scan_sources(
@@ -290,7 +252,7 @@ def describe_file(settings: Settings, doc_id: str, known: CatalogRow | None) -> 
     if folder is None:
         return None
     path = folder / relative
-    if not path.is_file() or not _allowed(path, folder, settings.indexing.follow_symlinks):
+    if not path.is_file() or not walk.allowed(path, folder, settings.indexing.follow_symlinks):
         return None
     file_type = format_of(path) or "text"
     version = pipeline_version(settings, file_type)
@@ -299,74 +261,6 @@ def describe_file(settings: Settings, doc_id: str, known: CatalogRow | None) -> 
     return _describe(
         label, folder, relative, stat.st_size, stat.st_mtime_ns, file_type, version, known_here
     )
-
-
-def _allowed(path: Path, folder: Path, follow_symlinks: bool) -> bool:
-    """Whether ``path`` may be read: inside ``folder`` once links are resolved, unless links
-    out of the folder are to be followed."""
-    return follow_symlinks or path.resolve().is_relative_to(folder.resolve())
-
-
-_NAME = operator.attrgetter("name")
-_SKIPPED = (".", "~$")  # hidden files and folders, Office's lock files
-
-
-def _walk(folder: Path, *, follow_symlinks: bool) -> Iterator[tuple[str, os.stat_result]]:
-    """Files under ``folder``: their paths inside it (``/``-separated) and their ``stat``;
-    skipping hidden entries and files gone meanwhile, never following links to folders, and
-    following links to files only inside ``folder`` (anywhere with ``follow_symlinks``).
-    An entry whose name is not UTF-8 is skipped with a warning: the catalog, Dagster and the
-    store name documents in UTF-8. Strings rather than ``Path``s: this runs once a file on every
-    pass."""
-    stack = [("", str(folder))]
-    while stack:
-        inside, current = stack.pop()
-        files, folders = _list_one(folder, inside, current, follow_symlinks)
-        yield from files
-        stack.extend(folders)
-
-
-def _list_one(
-    folder: Path, inside: str, current: str, follow_symlinks: bool
-) -> tuple[list[tuple[str, os.stat_result]], list[tuple[str, str]]]:
-    """What ``_walk`` finds directly in ``current`` (``inside`` of ``folder``): its files, by
-    name, and its subfolders (each inside ``folder`` and its path)."""
-    try:
-        entries = sorted(os.scandir(current), key=_NAME)
-    except OSError:
-        return [], []
-    files: list[tuple[str, os.stat_result]] = []
-    folders: list[tuple[str, str]] = []
-    for entry in entries:
-        name = entry.name
-        if name.startswith(_SKIPPED):
-            continue
-        if not name.isascii() and not _utf8(name):
-            logger.warning(
-                "skipped %s: its name is not UTF-8 (rename it to index it)",
-                os.fsencode(entry.path),
-            )
-            continue
-        if entry.is_dir(follow_symlinks=False):
-            folders.append((f"{inside}{name}/", entry.path))
-        elif entry.is_file() and (
-            not entry.is_symlink() or _allowed(Path(entry.path), folder, follow_symlinks)
-        ):
-            try:
-                stat = entry.stat()
-            except OSError:  # gone meanwhile
-                continue
-            files.append((f"{inside}{name}", stat))
-    return files, folders
-
-
-def _utf8(name: str) -> bool:
-    """Whether a name from the file system was valid UTF-8 (else it holds surrogate escapes)."""
-    try:
-        name.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _describe(
@@ -491,13 +385,20 @@ def find_changes(
     live = catalog.live_collection()
     collections = _collections(target, live)
     state = [catalog.pass_state(name) for name in collections]
-    listing = listing or list_sources(settings)
     quiet = QuietPass(settings.home / QUIET_PASS_FILE)
+    recorded = None if retry_failed or every_file else quiet.held(state)
+    if listing is None or not listing.complete:
+        # Only a partial pass can do with the entries of the folders that changed.
+        listing = list_sources(
+            settings,
+            recorded if partial else None,
+            documents=max(entry.documents for entry in state),
+        )
     changed = None
-    if not (retry_failed or every_file or listing.missing):
-        changed = quiet.changed_folders(listing.folders, state)
+    if recorded is not None and not listing.missing:
+        changed = _changed_folders(recorded, listing.folders)
     if changed is not None and not changed:
-        return ManifestDiff(files={}, also_unchanged=len(listing.entries), quiet=True)
+        return ManifestDiff(files={}, also_unchanged=listing.count, quiet=True)
     if changed is not None and partial:
         return _compare_folders(catalog, target, live, listing, changed)
     with _garbage_collector_paused():
@@ -521,8 +422,8 @@ def _compare_folders(
     listing: SourceListing,
     folders: set[str],
 ) -> ManifestDiff:
-    """The diff of the documents in ``folders`` alone (prefixes of their ids), the rest of
-    ``listing`` unchanged."""
+    """The diff of the documents in ``folders`` alone (prefixes of their ids), whose entries are
+    what ``listing`` holds; the rest unchanged."""
 
     def inside(records: dict[str, KnownFile]) -> dict[str, KnownFile]:
         return {
@@ -532,13 +433,21 @@ def _compare_folders(
         }
 
     target_records, live_records = map(inside, _known_rows(catalog, target, live, under=folders))
-    compared = [entry for folder, entry in _with_folders(listing.entries) if folder in folders]
     known = live_records | target_records
-    files = [_describe(*entry, known) for entry in compared]
+    files = [_describe(*entry, known) for entry in listing.entries]
     diff = diff_manifest(files, [], target_records, live_records)
-    diff.also_unchanged = len(listing.entries) - len(compared)
+    diff.also_unchanged = listing.count - len(files)
     diff.partial, diff.listing = True, listing
     return diff
+
+
+def _changed_folders(recorded: dict[str, str], folders: dict[str, str]) -> set[str]:
+    """The folders whose listing differs from the record's: added, gone or touched."""
+    return {
+        folder
+        for folder in recorded.keys() | folders.keys()
+        if recorded.get(folder) != folders.get(folder)
+    }
 
 
 def remember_listing(settings: Settings, catalog: Catalog, target: str, diff: ManifestDiff) -> None:
@@ -572,10 +481,10 @@ def _listing_after_paths(
         for folder, digest in recorded.items()
         if not any(folder.startswith(prefix) for prefix in seen.gone)
     }
-    versions = _PipelineVersions(settings)
+    kinds = file_kinds(settings)
     for label, inside in {_folder_parts(doc_id) for doc_id in seen.named}:
         folder = ids.document_id(label, inside)
-        digest = _digest_after_paths(settings, label, inside, seen, recorded.get(folder), versions)
+        digest = _digest_after_paths(settings, label, inside, seen, recorded.get(folder), kinds)
         if digest is None:
             folders.pop(folder, None)
         else:
@@ -589,7 +498,7 @@ def _digest_after_paths(
     inside: str,
     seen: PathsSeen,
     recorded: str | None,
-    versions: _PipelineVersions,
+    kinds: walk.FileKinds,
 ) -> str | None:
     """The digest of a folder a named path is in, listed now: kept only if the listing is the
     ``recorded`` one but for the named files, and those are as the pass compared them. None (the
@@ -598,8 +507,8 @@ def _digest_after_paths(
     root = source_labels(settings.watched_folders).get(label)
     if root is None:
         return None
-    files, _ = _list_one(root, inside, str(root / inside), settings.indexing.follow_symlinks)
-    now = list(_entries(label, root, files, versions))
+    files, _ = walk.list_folder(root, inside, str(root / inside), settings.indexing.follow_symlinks)
+    now = walk.entries_of(label, root, files, kinds)
     named = {doc_id for doc_id in seen.named if _folder_parts(doc_id) == (label, inside)}
     named_now = [entry for entry in now if ids.document_id(label, entry[2]) in named]
     compared = [entry for entry in seen.entries if ids.document_id(label, entry[2]) in named]
@@ -609,15 +518,12 @@ def _digest_after_paths(
     before = [entry for entry in now if ids.document_id(label, entry[2]) not in named]
     for doc_id in named:
         row, relative = seen.known.get(doc_id), doc_id.partition("/")[2]
-        if row is not None and (file_type := format_of(relative)) is not None:
-            before.append(
-                (label, root, relative, row.size, row.mtime_ns, file_type, versions[file_type])
-            )
+        if row is not None and (kind := kinds.get(extension_of(relative))) is not None:
+            before.append((label, root, relative, row.size, row.mtime_ns, *kind))
     before.sort(key=lambda entry: entry[2].rpartition("/")[2])  # by name, as listed
-    folder = ids.document_id(label, inside)
-    if _folder_digests(before).get(folder) != recorded:
+    if (walk.folder_digest(root, before) if before else None) != recorded:
         return None
-    return _folder_digests(now).get(folder)
+    return walk.folder_digest(root, now) if now else None
 
 
 _RELATIVE = operator.itemgetter(2)
@@ -645,7 +551,7 @@ def find_changes_at(
     folder, or a watched folder is missing: only a whole pass tells what changed then."""
     folders = source_labels(settings.watched_folders)
     follow = settings.indexing.follow_symlinks
-    versions = _PipelineVersions(settings)
+    kinds = file_kinds(settings)
     entries: list[SourceEntry] = []
     named: set[str] = set()
     gone: list[str] = []
@@ -659,18 +565,18 @@ def find_changes_at(
                 return None
         except OSError:  # not to be looked at (permissions): the whole pass says what it can
             return None
-        if any(part.startswith(_SKIPPED) for part in relative.split("/")) or not _utf8(relative):
+        if walk.skipped(relative) or not walk.is_utf8(relative):
             continue
         doc_id = ids.document_id(label, relative)
         named.add(doc_id)
         try:
-            stat = path.stat() if path.is_file() and _allowed(path, folder, follow) else None
+            stat = path.stat() if path.is_file() and walk.allowed(path, folder, follow) else None
         except OSError:  # gone meanwhile
             stat = None
         if stat is None:
             gone.append(f"{doc_id}/")
         else:
-            entries.extend(_entries(label, folder, [(relative, stat)], versions))
+            entries.extend(walk.entries_of(label, folder, [(relative, stat)], kinds))
     live = catalog.live_collection()
     state = [catalog.pass_state(name) for name in _collections(target, live)]
     target_records, live_records = _known_rows(catalog, target, live, named, under=gone)
@@ -736,18 +642,6 @@ class QuietPass:
         if saved.get("state") != [list(entry) for entry in state]:
             return None
         return recorded
-
-    def changed_folders(self, folders: dict[str, str], state: list[PassState]) -> set[str] | None:
-        """The folders whose listing differs from the record's (added, gone or touched), or
-        None when the record does not hold."""
-        recorded = self.held(state)
-        if recorded is None:
-            return None
-        return {
-            folder
-            for folder in recorded.keys() | folders.keys()
-            if recorded.get(folder) != folders.get(folder)
-        }
 
     def record(self, folders: dict[str, str], state: list[PassState]) -> None:
         text = json.dumps({"folders": folders, "state": [list(entry) for entry in state]})

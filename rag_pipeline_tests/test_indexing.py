@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from dagster import AssetCheckKey, AssetKey, AssetRecordsFilter, DagsterRunStatus
 
+from rag_pipeline import manifest, walk
 from rag_pipeline.catalog import Catalog
 from rag_pipeline.cli import main
 from rag_pipeline.config import load_settings
@@ -268,9 +269,13 @@ def test_a_pass_finding_the_folders_and_catalog_as_the_last_quiet_pass_left_them
     assert not changes().quiet  # until indexed, the flag keeps each pass comparing
 
 
+@pytest.mark.parametrize("shared_walk", [False, True], ids=["one process", "worker processes"])
 def test_after_a_run_indexed_what_a_pass_found_the_next_compares_only_the_folders_changed_since(
-    home: Path, source: Path
+    home: Path, source: Path, shared_walk: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if shared_walk:  # however few the documents, and the watched folder itself to a worker
+        monkeypatch.setattr(manifest, "_DOCUMENTS_FOR_WORKERS", 0)
+        monkeypatch.setattr(walk, "_SUBTREES_PER_WORKER", 0)
     for name in ("birds/heron.md", "birds/owl.md", "fish/carp.md"):
         (source / name).parent.mkdir(exist_ok=True)
         (source / name).write_text(f"# {name}\n\nA note on {name}.\n", "utf-8")

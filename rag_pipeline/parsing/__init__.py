@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import zipfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from rag_pipeline.files import extension_of
 from rag_pipeline.parsing import images, markdown, office, pdf, text
 from rag_pipeline.parsing.elements import (
     MAX_ELEMENT_CHARS,
@@ -92,7 +92,7 @@ _ZIP_FORMATS = {"docx", "pptx", "xlsx", "epub", "odt"}
 
 def format_of(path: str | Path) -> str | None:
     """The format a file's extension promises, or None when it is not a document we index."""
-    return EXTENSIONS.get(os.path.splitext(path)[1].lower())
+    return EXTENSIONS.get(extension_of(path))
 
 
 def detect_format(path: Path) -> str:
