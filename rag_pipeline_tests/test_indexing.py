@@ -678,7 +678,7 @@ def test_a_change_larger_than_direct_documents_is_a_dagster_run(
     assert run.documents == ["docs/guide.md"]
 
 
-def test_with_document_buckets_runs_and_reports_cover_buckets_and_only_changes_are_indexed(
+def test_with_document_buckets_runs_are_told_the_changes_and_reports_cover_buckets(
     cli: Cli, home: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("RAG_PIPELINE_DAGSTER__DOCUMENT_BUCKETS", "2")
@@ -711,6 +711,11 @@ def test_with_document_buckets_runs_and_reports_cover_buckets_and_only_changes_a
     assert changed["documents_index"] == 1
     assert changed["documents"] == changed["documents_index"] + changed["documents_unchanged"]
     assert changed["documents"] >= members
+    # The run was told the change alone, and how many others its bucket holds.
+    assert members > 1
+    told = runs[0].run_config["resources"]["indexing"]["config"]
+    assert told["bucket_documents"] == ["docs/guide.md"]
+    assert told["bucket_unchanged"] == {guide: changed["documents_unchanged"]}
 
 
 def test_index_runs_a_large_change_as_runs_of_run_documents_each_naming_its_documents(

@@ -63,16 +63,22 @@ class _StepJournal:
     own materialization (:func:`partition_metadata`), the batch's on the result, and the checks
     as check results and, per failing document, evaluations."""
 
-    def __init__(self, context: AssetExecutionContext, members: Mapping[str, list[str]]) -> None:
+    def __init__(
+        self,
+        context: AssetExecutionContext,
+        members: Mapping[str, list[str]],
+        unchanged: Mapping[str, int],
+    ) -> None:
         self._context = context
         self._members = members
+        self._unchanged = unchanged  # bucket → its documents the run was not told of
         self.events: list[MaterializeResult | AssetCheckResult | AssetCheckEvaluation] = []
 
     def stage_done(self, stage: str, report: Mapping[str, Mapping[str, Any]]) -> None:
         per_partition = {
             key: values
             for key, doc_ids in self._members.items()
-            if (values := partition_metadata(report, key, doc_ids))
+            if (values := partition_metadata(report, key, doc_ids, self._unchanged.get(key, 0)))
         }
         add_partition_metadata(self._context, per_partition)
         documents = [doc_id for doc_ids in self._members.values() for doc_id in doc_ids]
@@ -92,11 +98,12 @@ class _StepJournal:
 
 
 def partition_metadata(
-    report: Mapping[str, Mapping[str, Any]], key: str, doc_ids: list[str]
+    report: Mapping[str, Mapping[str, Any]], key: str, doc_ids: list[str], unchanged: int = 0
 ) -> Metadata:
     """What a stage reports of a partition: of its document, without the values left empty;
-    of a bucket, how many of its documents there were, what the plan did with them, and which
-    failed (each document's own metadata is the catalog's, shown by ``status``)."""
+    of a bucket, how many of its documents there were (``unchanged`` of them not handed to
+    the run), what the plan did with them, and which failed (each document's own metadata is
+    the catalog's, shown by ``status``)."""
     if not is_bucket(partition_document(key)[1]):
         return {
             name: value for name, value in report.get(doc_ids[0], {}).items() if value is not None
@@ -108,7 +115,9 @@ def partition_metadata(
         if "error" in entry
     }
     actions = Counter(entry["action"] for entry in entries if "action" in entry)
-    summary: Metadata = {"documents": len(doc_ids), "failed": len(failed)}
+    if actions and unchanged:
+        actions["unchanged"] += unchanged
+    summary: Metadata = {"documents": len(doc_ids) + unchanged, "failed": len(failed)}
     summary |= {f"documents_{action}": count for action, count in sorted(actions.items())}
     if failed:
         summary["failures"] = dict(list(failed.items())[:_FAILURES_SHOWN])
@@ -145,7 +154,9 @@ def stage_asset(stage: Stage) -> AssetsDefinition:
     def materialize(
         context: AssetExecutionContext, indexing: IndexingResource, **run_options: bool
     ) -> Iterator[MaterializeResult | AssetCheckResult | AssetCheckEvaluation]:
-        journal = _StepJournal(context, indexing.members(context.partition_keys))
+        journal = _StepJournal(
+            context, indexing.members(context.partition_keys), indexing.bucket_unchanged
+        )
         try:
             run_stage(
                 stage,

@@ -23,9 +23,14 @@ class IndexingResource(ConfigurableResource):
     workspace: str = Field(default=DEFAULT_WORKSPACE, description="The workspace's id.")
     bucket_documents: list[str] = Field(
         default_factory=list,
-        description="With dagster.document_buckets, the documents the run's buckets hold (on "
-        "disk or to be deleted), as the planner found them; when empty (a run launched by "
-        "hand), the folders are scanned for them.",
+        description="With dagster.document_buckets, the documents of the run's buckets to index "
+        "or delete, as the planner found them; when empty (a run launched by hand), the folders "
+        "are scanned for every document the buckets hold.",
+    )
+    bucket_unchanged: dict[str, int] = Field(
+        default_factory=dict,
+        description="With bucket_documents, how many other documents each bucket holds: left "
+        "alone, counted in the bucket's reports.",
     )
     _exit_stack: ExitStack = PrivateAttr(default_factory=ExitStack)
     _indexer: Indexer | None = PrivateAttr(default=None)
@@ -40,8 +45,10 @@ class IndexingResource(ConfigurableResource):
 
     def members(self, partition_keys: list[str]) -> dict[str, list[str]]:
         """Partition key → its documents, for the run's partitions, all of this workspace's:
-        a document's partition holds it; a bucket every document of the workspace that falls
-        in it, on disk or to be deleted (as planned, or found once per run: every step asks)."""
+        a document's partition holds it; a bucket the documents in it the planner found to
+        index or delete (``bucket_documents``), or, in a run launched by hand, every document
+        of the workspace that falls in it, on disk or to be deleted (found once per run:
+        every step asks)."""
         if self._members is None or list(self._members) != partition_keys:
             members: dict[str, list[str]] = {}
             for key in partition_keys:

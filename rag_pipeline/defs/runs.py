@@ -65,13 +65,16 @@ WORKSPACE_TAG = "rag_pipeline/workspace"
 class PlannedRun:
     tags: dict[str, str]  # partition range, workspace and plan
     run_key: str  # unique to its plan and part of it
-    # With dagster.document_buckets, the documents its buckets hold (on disk or to be deleted).
+    # With dagster.document_buckets: the documents of its buckets to index or delete, and how
+    # many others each bucket holds (unchanged: left alone, counted in the bucket's reports).
     bucket_documents: tuple[str, ...] = ()
+    bucket_unchanged: tuple[tuple[str, int], ...] = ()
 
     def run_config(self, settings: Settings, *, retry_failed: bool = False) -> dict[str, Any]:
         where: dict[str, Any] = {"home": str(settings.root), "workspace": settings.workspace}
         if self.bucket_documents:
             where["bucket_documents"] = list(self.bucket_documents)
+            where["bucket_unchanged"] = dict(self.bucket_unchanged)
         config: dict[str, Any] = {"resources": {"indexing": {"config": where}}}
         if retry_failed:
             config["ops"] = {"file_manifest": {"config": {"retry_failed": True}}}
@@ -110,14 +113,25 @@ def plan_index_runs(
             [settings.workspace, latest[0].run_id if latest else "", diff.to_process]
         ).encode()
     ).hexdigest()[:16]
-    in_bucket = documents_by_partition(settings.workspace, [*diff.files, *diff.deleted], buckets)
+    if not buckets:
+        return [
+            PlannedRun(
+                tags=range_tags(keys) | {WORKSPACE_TAG: settings.workspace, PLAN_TAG: plan},
+                run_key=f"{plan}-{part}-of-{len(ranges)}",
+            )
+            for part, keys in enumerate(ranges, 1)
+        ]
+    # A run is told the changes alone: a bucket holds about a hundredth of a large share, and
+    # a change of a few documents in each of many buckets would otherwise plan, and name in
+    # the run's configuration, every document of the share.
+    changes = documents_by_partition(settings.workspace, diff.to_process, buckets)
+    held = documents_by_partition(settings.workspace, [*diff.files, *diff.deleted], buckets)
     return [
         PlannedRun(
             tags=range_tags(keys) | {WORKSPACE_TAG: settings.workspace, PLAN_TAG: plan},
             run_key=f"{plan}-{part}-of-{len(ranges)}",
-            bucket_documents=tuple(doc for key in keys for doc in in_bucket[key])
-            if buckets
-            else (),
+            bucket_documents=tuple(doc for key in keys for doc in changes[key]),
+            bucket_unchanged=tuple((key, len(held[key]) - len(changes[key])) for key in keys),
         )
         for part, keys in enumerate(ranges, 1)
     ]
