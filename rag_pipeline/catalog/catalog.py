@@ -182,10 +182,9 @@ class Catalog:
             rows += self.database.rows(
                 f"{select} AND doc_id IN ({_marks(batch)})", (collection, *batch)
             )
-        for prefix in under:  # substr: exact and case-sensitive on SQLite and PostgreSQL alike
-            rows += self.database.rows(
-                f"{select} AND substr(doc_id, 1, ?) = ?", (collection, len(prefix), prefix)
-            )
+        for prefix in under:
+            condition, parameters = self.database.starts_with("doc_id", prefix)
+            rows += self.database.rows(f"{select} AND {condition}", (collection, *parameters))
         return dict(sorted((row[0], KnownFile._make(row[1:])) for row in rows))
 
     def document_counts(self, collection: str) -> dict[str, int]:

@@ -118,6 +118,10 @@ class Database(Protocol):
 
     def close(self) -> None: ...
 
+    def starts_with(self, column: str, prefix: str) -> tuple[str, tuple[Any, ...]]:
+        """A condition that ``column`` starts with ``prefix`` (exact, case-sensitive), and its
+        parameters."""
+
 
 class Executor(Protocol):
     def execute(self, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
@@ -166,6 +170,14 @@ class SqliteDatabase:
                 self._connection.execute("ROLLBACK")
                 raise
             self._connection.execute("COMMIT")
+
+    def starts_with(self, column: str, prefix: str) -> tuple[str, tuple[Any, ...]]:
+        # Text compares byte by byte here (BINARY): the documents under a prefix are a range of
+        # the keys, which an index finds, where a function of the column reads every row.
+        if prefix and ord(prefix[-1]) < _LAST_BEFORE_SURROGATES:
+            after = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+            return f"{column} >= ? AND {column} < ?", (prefix, after)
+        return _substring_equals(column, prefix)
 
     def close(self) -> None:
         with self._lock:
@@ -218,6 +230,10 @@ class PostgresDatabase:
                 raise
             self._connection.commit()
 
+    def starts_with(self, column: str, prefix: str) -> tuple[str, tuple[Any, ...]]:
+        # Not a range of keys: under a linguistic collation text does not sort by its bytes.
+        return _substring_equals(column, prefix)
+
     def close(self) -> None:
         with self._lock:
             self._connection.close()
@@ -235,6 +251,14 @@ class _PostgresExecutor:
         from psycopg2.extras import execute_batch
 
         execute_batch(self._cursor, _postgres(sql), rows, page_size=500)
+
+
+_LAST_BEFORE_SURROGATES = 0xD7FF  # a character past which ``chr(n + 1)`` may not be encoded
+
+
+def _substring_equals(column: str, prefix: str) -> tuple[str, tuple[Any, ...]]:
+    """``starts_with`` read from each row: exact and case-sensitive on SQLite and PostgreSQL."""
+    return f"substr({column}, 1, ?) = ?", (len(prefix), prefix)
 
 
 def _postgres(sql: str) -> str:
