@@ -129,32 +129,42 @@ def source_labels(folders: list[Path]) -> dict[str, Path]:
 
 
 def pipeline_version(settings: Settings, file_type: str) -> str:
+    return _pipeline_versions(settings, [file_type])[file_type]
+
+
+def _pipeline_versions(settings: Settings, file_types: Iterable[str]) -> dict[str, str]:
+    """``pipeline_version`` of each of ``file_types``, what they share worked out once (the
+    image vectors' size may mean loading a CLIP model)."""
     images = settings.images
-    described: dict[str, object] = {
-        "parser": PARSER_VERSIONS[file_type],
+    shared: dict[str, object] = {
         "chunking": [CHUNKER_VERSION, settings.chunking.model_dump()],
         "dense": settings.embedding.dense_model,
         "sparse": settings.embedding.sparse_model_id,
         "schema": SCHEMA_VERSION,
     }
     if settings.redaction.enabled:  # what it replaces is part of what the chunks say
-        described["redaction"] = [
+        shared["redaction"] = [
             detectors.DETECTOR_VERSION,  # and so is what its detectors find
             settings.redaction.model_dump(exclude={"serve_originals"}),
         ]
     if images.clip_model:
         # The collection's layout: another image vector size rebuilds the collection.
-        described["image_dim"] = clip_dim(images)
-    if file_type in PICTURE_FORMATS:
-        described["images"] = [
-            clip_model_id(images),
-            images.caption_model,
-            images.ocr_languages,
-            images.ocr_dpi,
-            images.ocr_pictures,
-            images.min_side,
-        ]
-    return ids.fingerprint(described)
+        shared["image_dim"] = clip_dim(images)
+    pictures = [
+        clip_model_id(images),
+        images.caption_model,
+        images.ocr_languages,
+        images.ocr_dpi,
+        images.ocr_pictures,
+        images.min_side,
+    ]
+    return {
+        file_type: ids.fingerprint(
+            {"parser": PARSER_VERSIONS[file_type], **shared}
+            | ({"images": pictures} if file_type in PICTURE_FORMATS else {})
+        )
+        for file_type in file_types
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +176,11 @@ class PathsSeen:
     entries: list[SourceEntry]  # the files there, as compared
     known: dict[str, KnownFile]  # the target collection's rows of them (and of what is gone)
     gone: list[str]  # prefixes of the documents under paths that are gone
+
+
+def _folder_of(entry: SourceEntry) -> str:
+    """The folder of a walk's entry, as the prefix of the ids of the documents in it."""
+    return ids.document_id(entry[0], _inside_of(entry[2]))
 
 
 def _inside_of(relative: str) -> str:
@@ -227,9 +242,7 @@ def _garbage_collector_paused() -> Iterator[None]:
 def file_kinds(settings: Settings) -> dict[str, tuple[str, str]]:
     """What a walk needs to know of the formats: each indexed extension → its file type and
     that type's ``pipeline_version``."""
-    versions = {
-        file_type: pipeline_version(settings, file_type) for file_type in set(EXTENSIONS.values())
-    }
+    versions = _pipeline_versions(settings, set(EXTENSIONS.values()))
     return {
         extension: (file_type, versions[file_type]) for extension, file_type in EXTENSIONS.items()
     }
@@ -422,8 +435,8 @@ def _compare_folders(
     listing: SourceListing,
     folders: set[str],
 ) -> ManifestDiff:
-    """The diff of the documents in ``folders`` alone (prefixes of their ids), whose entries are
-    what ``listing`` holds; the rest unchanged."""
+    """The diff of the documents in ``folders`` alone (prefixes of their ids), the rest of
+    ``listing`` unchanged."""
 
     def inside(records: dict[str, KnownFile]) -> dict[str, KnownFile]:
         return {
@@ -434,7 +447,9 @@ def _compare_folders(
 
     target_records, live_records = map(inside, _known_rows(catalog, target, live, under=folders))
     known = live_records | target_records
-    files = [_describe(*entry, known) for entry in listing.entries]
+    # A listing made with the record holds these folders' entries alone; a complete one more.
+    compared = [entry for entry in listing.entries if _folder_of(entry) in folders]
+    files = [_describe(*entry, known) for entry in compared]
     diff = diff_manifest(files, [], target_records, live_records)
     diff.also_unchanged = listing.count - len(files)
     diff.partial, diff.listing = True, listing

@@ -143,16 +143,17 @@ def _in_workers(
         assert process.stdout is not None
         with process.stdout:
             output = process.stdout.read()
-        if process.wait() == 0:
+        try:
+            if process.wait() != 0:
+                raise ValueError(f"exit {process.returncode}")
             entries, folders, count, unreadable_names = pickle.loads(output)
-            listed = SourceListing(entries, [], folders, count, unreadable_names=unreadable_names)
-            results.append(listed)
-        else:
-            logger.warning(
-                "a folder-listing process failed (exit %s); listing its share here",
-                process.returncode,
-            )
+        except Exception as error:  # anything but its listing: the share is listed here
+            logger.warning("a folder-listing process failed (%s); listing its share here", error)
             results.append(None)
+            continue
+        results.append(
+            SourceListing(entries, [], folders, count, unreadable_names=unreadable_names)
+        )
     return results
 
 

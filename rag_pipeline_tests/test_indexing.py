@@ -273,8 +273,8 @@ def test_a_pass_finding_the_folders_and_catalog_as_the_last_quiet_pass_left_them
 def test_after_a_run_indexed_what_a_pass_found_the_next_compares_only_the_folders_changed_since(
     home: Path, source: Path, shared_walk: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if shared_walk:  # however few the documents, and the watched folder itself to a worker
-        monkeypatch.setattr(manifest, "_DOCUMENTS_FOR_WORKERS", 0)
+    if shared_walk:  # however few the documents and cores, the watched folder to a worker
+        monkeypatch.setattr(manifest, "_walk_workers", lambda documents: 2)
         monkeypatch.setattr(walk, "_SUBTREES_PER_WORKER", 0)
     for name in ("birds/heron.md", "birds/owl.md", "fish/carp.md"):
         (source / name).parent.mkdir(exist_ok=True)

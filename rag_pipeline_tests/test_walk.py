@@ -75,7 +75,9 @@ def test_with_a_record_only_the_folders_that_differ_from_it_keep_their_entries(
 
 
 @pytest.mark.parametrize(
-    "python", ["/bin/false", "/no/such/python"], ids=["exits at once", "cannot start"]
+    "python",
+    ["/bin/false", "/no/such/python", "/bin/echo"],
+    ids=["exits at once", "cannot start", "answers something else"],
 )
 def test_a_worker_that_fails_has_its_share_listed_here(
     tree: Path, python: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
