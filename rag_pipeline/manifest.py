@@ -507,6 +507,12 @@ def _listing_after_paths(
     return folders
 
 
+# What the record keeps of a folder a pass could not vouch for: no listing has this digest, so
+# the next pass compares the folder, even one holding no document by then (which a folder left
+# out of the record would seem to hold, as before).
+_UNVERIFIED = ""
+
+
 def _digest_after_paths(
     settings: Settings,
     label: str,
@@ -516,19 +522,19 @@ def _digest_after_paths(
     kinds: walk.FileKinds,
 ) -> str | None:
     """The digest of a folder a named path is in, listed now: kept only if the listing is the
-    ``recorded`` one but for the named files, and those are as the pass compared them. None (the
-    folder compared at the next pass) when anything else changed meanwhile, or it holds no
-    document."""
+    ``recorded`` one but for the named files, and those are as the pass compared them.
+    ``_UNVERIFIED`` (the folder compared at the next pass) when anything else changed meanwhile;
+    None when it holds no document."""
     root = source_labels(settings.watched_folders).get(label)
     if root is None:
-        return None
+        return _UNVERIFIED
     files, _ = walk.list_folder(root, inside, str(root / inside), settings.indexing.follow_symlinks)
     now = walk.entries_of(label, root, files, kinds)
     named = {doc_id for doc_id in seen.named if _folder_parts(doc_id) == (label, inside)}
     named_now = [entry for entry in now if ids.document_id(label, entry[2]) in named]
     compared = [entry for entry in seen.entries if ids.document_id(label, entry[2]) in named]
     if sorted(named_now, key=_RELATIVE) != sorted(compared, key=_RELATIVE):
-        return None  # a named file changed again since it was compared
+        return _UNVERIFIED  # a named file changed again since it was compared
     # The listing as recorded: the others as now, the named files as the catalog had them.
     before = [entry for entry in now if ids.document_id(label, entry[2]) not in named]
     for doc_id in named:
@@ -537,7 +543,7 @@ def _digest_after_paths(
             before.append((label, root, relative, row.size, row.mtime_ns, *kind))
     before.sort(key=lambda entry: entry[2].rpartition("/")[2])  # by name, as listed
     if (walk.folder_digest(root, before) if before else None) != recorded:
-        return None
+        return _UNVERIFIED
     return walk.folder_digest(root, now) if now else None
 
 

@@ -311,6 +311,27 @@ def test_after_a_run_indexed_what_a_pass_found_the_next_compares_only_the_folder
     assert gone.unchanged == [] and gone.also_unchanged == 2  # birds/ was not compared
 
 
+def test_a_folder_a_watcher_pass_could_not_vouch_for_is_compared_once_it_holds_nothing(
+    home: Path, source: Path
+) -> None:
+    birds = source / "birds"
+    birds.mkdir()
+    for name in ("heron.md", "owl.md"):
+        (birds / name).write_text(f"# {name}\n\nA note on {name}.\n", "utf-8")
+    assert main(["index", "--home", str(home), "--source", str(source)]) == 0
+    settings = load_settings(home)
+    (birds / "heron.md").write_text("# Herons\n\nOther words now.\n", "utf-8")
+    (birds / "owl.md").write_text("# Owls\n\nChanged, and no event said so.\n", "utf-8")
+    index_once(settings, trigger="watch", paths=[birds / "heron.md"])  # birds/ not vouched for
+    for name in ("heron.md", "owl.md"):  # then emptied, no event naming it
+        (birds / name).unlink()
+    with Catalog(settings) as catalog:
+        live = catalog.live_collection()
+        assert live is not None
+        diff = find_changes(settings, catalog, live.name, partial=True)
+    assert sorted(diff.deleted) == ["docs/birds/heron.md", "docs/birds/owl.md"]
+
+
 def test_after_a_watcher_pass_the_next_compares_only_what_changed_besides_the_named_paths(
     home: Path, source: Path
 ) -> None:
