@@ -271,7 +271,7 @@ def is_utf8(name: str) -> bool:
 def _work() -> None:
     """A worker process: its share of folders from stdin, their listing to stdout."""
     share, kinds, follow_symlinks, recorded = pickle.load(sys.stdin.buffer)
-    listing = SourceListing([], [], {}, complete=recorded is None)
+    listing = SourceListing([], [], {})
     _list_into(listing, share, kinds, follow_symlinks, recorded)
     # Plain values: this module is ``__main__`` here, its classes unknown by that name outside.
     listed = (listing.entries, listing.folders, listing.count, listing.unreadable_names)
