@@ -55,6 +55,7 @@ DATASETS = [SHARED / "eval" / "financebench-dev", SHARED / "eval" / "mmlongbench
 GRID: dict[str, list[Any]] = {
     "fusion": ["dbsf", "rrf", "minmax"],
     "page_weight": [0.0, 0.05, 0.1, 0.25],
+    "page_keyword_weight": [0.0, 0.2, 0.3, 0.5],
     "named_year_weight": [0.0, 0.01, 0.5],
     "page_passages": [None, 1, 2],
     "identifier_documents": [0, 3],

@@ -121,7 +121,9 @@ def rank_every_method(
     of both rankings as the page fuses them, without freshness; ``hybrid <fusion> +
     freshness`` for the configured fusion with freshness as configured (else a half-life of
     ``FRESHNESS_DAYS``); ``hybrid <fusion> - page context`` for the configured fusion without
-    ``retrieval.page_weight`` (when it is set); ``hybrid <fusion> - query length`` for it with
+    ``retrieval.page_weight`` (when it is set); ``hybrid <fusion> - page keywords`` for it
+    without ``retrieval.page_keyword_weight`` (when it is set, and the collection has page
+    vectors); ``hybrid <fusion> - query length`` for it with
     keywords at full weight whatever the question's length (when ``retrieval.sparse_query_terms``
     is set); ``hybrid <fusion> - named year`` for it without ``retrieval.named_year_weight``
     (when it is set); ``hybrid <fusion> - identifiers`` for it without
@@ -155,6 +157,7 @@ def rank_every_method(
             multilingual=nearest.multilingual[: config.prefetch],
             named=nearest.named,
         )
+        prefetched.pages = retriever.page_keywords(text, prefetched)
         for fusion in FUSIONS:
             variant = config.model_copy(update={"fusion": fusion, "freshness_half_life_days": None})
             fused, _ = retriever.rank(
@@ -169,6 +172,7 @@ def rank_every_method(
         record(f"hybrid {config.fusion} + freshness", query_id, units_of(freshened))
         ablations = {
             "page context": {"page_weight": 0.0} if config.page_weight else None,
+            "page keywords": ({"page_keyword_weight": 0.0} if config.page_keyword_weight else None),
             "query length": (
                 {"sparse_query_terms": None} if config.sparse_query_terms is not None else None
             ),

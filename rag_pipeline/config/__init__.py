@@ -261,14 +261,18 @@ _VECTOR_MODEL_FIELDS = {
         "multilingual_model",
         "sparse_model",
         "bm25_avg_len",
+        "page_keywords",
+        "page_bm25_avg_len",
         "splade_model",
         "splade_model_path",
     ),
     "images": ("clip_model", "clip_pretrained"),
 }
 # What a field missing from a collection's record stands for: the record is older than the
-# field (a collection made before multilingual vectors has none).
-_RECORDED_BEFORE: dict[str, dict[str, Any]] = {"embedding": {"multilingual_model": None}}
+# field (a collection made before multilingual vectors or page keywords has none).
+_RECORDED_BEFORE: dict[str, dict[str, Any]] = {
+    "embedding": {"multilingual_model": None, "page_keywords": False}
+}
 
 
 def load_settings(

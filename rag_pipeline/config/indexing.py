@@ -149,6 +149,18 @@ class EmbeddingSettings(BaseModel):
         "words). Its documents are chunks here: fastembed's 256 suits whole documents, and "
         "overweights long chunks (SciFact: nDCG@10 0.679 at 256, 0.691 at 100).",
     )
+    page_keywords: bool = Field(
+        True,
+        description="Each passage on a page (PDF, slide) also carries its whole page's BM25 "
+        "vector, so that a search ranks pages by everything they say, not only by their best "
+        "passage (retrieval.page_keyword_weight). BM25 only: off with a SPLADE model.",
+    )
+    page_bm25_avg_len: float = Field(
+        350.0,
+        gt=0,
+        description="BM25's average document length for the page vectors: a page's typical "
+        "length in BM25 terms (both PDF dev sets' pages average 330-390).",
+    )
     splade_model: str | None = Field(
         None, description="Optional fastembed SPLADE model name; when set it replaces BM25."
     )
@@ -177,6 +189,13 @@ class EmbeddingSettings(BaseModel):
         if self.splade_model:
             return self.splade_model
         return f"{self.sparse_model}?avg_len={self.bm25_avg_len:g}"
+
+    def for_pages(self) -> EmbeddingSettings | None:
+        """These settings as they embed a whole page's keywords (see ``page_keywords``), or
+        None when pages get no vector of their own."""
+        if not self.page_keywords or self.splade_model:
+            return None
+        return self.model_copy(update={"bm25_avg_len": self.page_bm25_avg_len})
 
     def with_dense_model(self, model: str) -> EmbeddingSettings:
         """These settings with ``model`` as the dense model, loaded from its own files."""

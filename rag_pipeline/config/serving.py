@@ -60,6 +60,15 @@ class RetrievalSettings(BaseModel):
         "without a page are not affected. 0: off. Chosen by both folds of both PDF dev sets "
         "(bench/retrieval_folds.py).",
     )
+    page_keyword_weight: float = Field(
+        0.3,
+        ge=0,
+        description="Page keywords: each passage on a page gains this weight × how well its "
+        "whole page matches the question's keywords (BM25 over the page's text, as a share of "
+        "the best page's), on the fused scores' scale. A page often answers as a whole (a "
+        "statement's title on top, the figure asked for in a table below) where no one "
+        "passage holds every word. Needs page vectors (embedding.page_keywords). 0: off.",
+    )
     identifier_documents: int = Field(
         3,
         ge=0,

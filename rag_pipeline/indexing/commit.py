@@ -86,7 +86,9 @@ def write_points(indexer: Indexer, doc_ids: Iterable[str]) -> dict[str, Metadata
     known = catalog.documents(collection, tasks)
     if to_index:
         sizes = vector_sizes(settings)
-        indexer.store.ensure_collection(sizes.dense, sizes.image, sizes.multilingual)
+        indexer.store.ensure_collection(
+            sizes.dense, sizes.image, sizes.multilingual, page_keywords=sizes.page_keywords
+        )
         catalog.mark_for_repair(collection, [task.doc_id for task in to_index])
         pending: list[_Written] = []
         pending_points = 0

@@ -17,12 +17,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from functools import cached_property
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
 from upath import UPath
 
 from rag_pipeline.catalog import Catalog, CollectionRecord
-from rag_pipeline.chunking import chunk_as_record, chunk_document, document_name
+from rag_pipeline.chunking import chunk_as_record, chunk_document, document_name, without_header
 from rag_pipeline.config import Settings
 from rag_pipeline.embedding import (
     DenseEncoder,
@@ -42,7 +44,13 @@ from rag_pipeline.parsing import ParseOptions
 from rag_pipeline.parsing.pool import parse_in_workers, start_parser_server
 from rag_pipeline.redaction import Redactor
 from rag_pipeline.stages import DocumentTask, StageFiles, StageMeta, write_parsed_stage
-from rag_pipeline.store import VectorModels, VectorStore, open_vector_store
+from rag_pipeline.store import (
+    VectorModels,
+    VectorStore,
+    open_vector_store,
+    page_chunks,
+    page_key,
+)
 from rag_pipeline.store.schema import is_picture
 
 logger = logging.getLogger(__name__)
@@ -88,6 +96,12 @@ class Indexer:
         return SparseEncoder(self.settings.embedding, self.settings.root)
 
     @cached_property
+    def page_sparse(self) -> SparseEncoder | None:
+        """The encoder of whole pages' keywords, None when pages have no vector of their own."""
+        pages = self.settings.embedding.for_pages()
+        return SparseEncoder(pages, self.settings.root) if pages else None
+
+    @cached_property
     def clip(self) -> ClipEncoder:
         return ClipEncoder(self.settings.images)
 
@@ -106,7 +120,7 @@ class Indexer:
     def release_models(self) -> None:
         """Let go of the models (the stages after embedding need none): their memory, a few
         hundred MB, is then free for writing the points."""
-        for name in ("dense", "sparse", "clip", "captioner"):
+        for name in ("dense", "sparse", "page_sparse", "clip", "captioner"):
             self.__dict__.pop(name, None)
         gc.collect()
 
@@ -310,7 +324,8 @@ class Indexer:
         return embedded
 
     def embed_sparse(self, doc_ids: Iterable[str]) -> dict[str, Metadata]:
-        return self._embed(
+        doc_ids = list(doc_ids)
+        report = self._embed(
             doc_ids,
             self.sparse.model_id,
             lambda rows: ensure_sparse(
@@ -318,6 +333,36 @@ class Indexer:
             ),
             _progress("sparse embeddings", "texts"),
         )
+        if self.page_sparse is not None:
+            self._embed_pages(self.page_sparse, doc_ids)
+        return report
+
+    def _embed_pages(self, encoder: SparseEncoder, doc_ids: list[str]) -> None:
+        """The keyword vectors of the run's documents' whole pages not in the cache yet, a
+        slice of pages at a time: each page's text as its document has it (its chunks' texts
+        without the line naming the document and section that heads each for search: that
+        line, repeated on every chunk, would outweigh what the page says)."""
+        pending: dict[str, str] = {}  # page key → the page's text
+        for doc_id, batches in groupby(self._chunk_batches(doc_ids), key=itemgetter(0)):
+            pages = page_chunks([row for _, batch in batches for row in batch])
+            name = self._document_name(doc_id) if pages else None
+            for chunks in pages.values():
+                pending[page_key(chunks)] = "\n".join(
+                    without_header(chunk["text"], name, chunk["section"]) for chunk in chunks
+                )
+            if len(pending) >= _EMBED_SLICE:
+                ensure_sparse(encoder, pending, self.cache)
+                pending.clear()
+        if pending:
+            ensure_sparse(encoder, pending, self.cache)
+
+    def _document_name(self, doc_id: str) -> str | None:
+        """The name a document's chunks were made with (see ``chunking.document_name``)."""
+        task = self.stages.read_task(doc_id)
+        parsed = self.stages.parsed_meta(doc_id)
+        if task is None or task.file is None:
+            return None
+        return document_name(task.file.relative_path, parsed.meta.get("title") if parsed else None)
 
     def _embed(
         self,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from contextlib import suppress
 from pathlib import Path
 from typing import Protocol
@@ -54,6 +54,8 @@ __all__ = [
     "is_picture",
     "open_serving_store",
     "open_vector_store",
+    "page_chunks",
+    "page_key",
     "passed_verification_record",
     "payload_pages",
     "points_from_cache",
@@ -97,6 +99,13 @@ class SearchableStore(Protocol):
     ) -> list[Hit]:
         """The ``limit`` pictures nearest to a CLIP vector (search by image)."""
 
+    def page_keyword_scores(
+        self, sparse: tuple[np.ndarray, np.ndarray], point_ids: Collection[str]
+    ) -> list[Hit]:
+        """The points ``point_ids`` (a search's candidates) that lie on a page with a keyword
+        vector, scored by how well that whole page matches ``sparse`` (BM25), best first; none
+        when the collection has no page vectors."""
+
     def holds_multilingual(self) -> bool:
         """Whether any point has a multilingual vector (text in a language the dense model
         does not understand): only then is a question embedded by that model too."""
@@ -104,12 +113,18 @@ class SearchableStore(Protocol):
 
 class VectorStore(SearchableStore, Protocol):
     def ensure_collection(
-        self, dense_dim: int, image_dim: int | None = None, multilingual_dim: int | None = None
+        self,
+        dense_dim: int,
+        image_dim: int | None = None,
+        multilingual_dim: int | None = None,
+        *,
+        page_keywords: bool = False,
     ) -> None:
         """Create the collection if missing; fail clearly if it exists with other vector sizes.
 
         ``image_dim``: the size of the pictures' CLIP vectors, None when there are none;
-        ``multilingual_dim``: that of the multilingual model's, None when there are none.
+        ``multilingual_dim``: that of the multilingual model's, None when there are none;
+        ``page_keywords``: whether text chunks carry their page's keyword vector.
         """
 
     def upsert(self, points: Sequence[IndexPoint]) -> None: ...
@@ -213,7 +228,13 @@ def drop_collection(settings: Settings, collection: str) -> None:
 
 # Last: these modules build on the definitions above and import them from this package.
 from rag_pipeline.store.catalog_views import CommittedOnly, OnlineOnly  # noqa: E402
-from rag_pipeline.store.points import VectorModels, points_from_cache, vector_sizes  # noqa: E402
+from rag_pipeline.store.points import (  # noqa: E402
+    VectorModels,
+    page_chunks,
+    page_key,
+    points_from_cache,
+    vector_sizes,
+)
 from rag_pipeline.store.replica import (  # noqa: E402
     EmbeddedReplica,
     RefreshLoop,

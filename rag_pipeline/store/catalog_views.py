@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 
 import numpy as np
 
@@ -45,6 +46,12 @@ class OnlineOnly:
         return self.store.nearest_pictures(
             image, limit=limit, query_filter=self._online(query_filter)
         )
+
+    def page_keyword_scores(
+        self, sparse: tuple[np.ndarray, np.ndarray], point_ids: Collection[str]
+    ) -> list[Hit]:
+        # the candidates of a search through this view: online already
+        return self.store.page_keyword_scores(sparse, point_ids)
 
     def holds_multilingual(self) -> bool:
         return self.store.holds_multilingual()
@@ -101,6 +108,12 @@ class CommittedOnly:
         self, image: np.ndarray, *, limit: int, query_filter: QueryFilter | None = None
     ) -> list[Hit]:
         found = self.store.nearest_pictures(image, limit=limit, query_filter=query_filter)
+        return self._kept(found, self._live(found))
+
+    def page_keyword_scores(
+        self, sparse: tuple[np.ndarray, np.ndarray], point_ids: Collection[str]
+    ) -> list[Hit]:
+        found = self.store.page_keyword_scores(sparse, point_ids)
         return self._kept(found, self._live(found))
 
     def holds_multilingual(self) -> bool:

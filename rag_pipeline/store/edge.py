@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ from rag_pipeline.store.schema import (
     IMAGE_VECTOR,
     INDEXED_FIELDS,
     MULTILINGUAL_VECTOR,
+    PAGE_SPARSE_VECTOR,
     RANGE_FIELDS,
     SPARSE_VECTOR,
     Hit,
@@ -126,11 +127,16 @@ class EdgeStore:
             raise StoreError(f"cannot open the vector store at {self.path}: {error}") from error
 
     def ensure_collection(
-        self, dense_dim: int, image_dim: int | None = None, multilingual_dim: int | None = None
+        self,
+        dense_dim: int,
+        image_dim: int | None = None,
+        multilingual_dim: int | None = None,
+        *,
+        page_keywords: bool = False,
     ) -> None:
         from qdrant_edge import EdgeShard
 
-        config = _shard_config_for(dense_dim, image_dim, multilingual_dim)
+        config = _shard_config_for(dense_dim, image_dim, multilingual_dim, page_keywords)
         if self._shard is not None:
             held = (self.dense_size(), self.image_size(), self.multilingual_size())
             if held != (dense_dim, image_dim, multilingual_dim):
@@ -358,6 +364,28 @@ class EdgeStore:
             }
         )
 
+    def page_keyword_scores(
+        self, sparse: tuple[np.ndarray, np.ndarray], point_ids: Collection[str]
+    ) -> list[Hit]:
+        from qdrant_edge import Filter, HasIdCondition, Query, QueryRequest, SparseVector
+
+        if not point_ids or self._shard is None:
+            return []
+        if PAGE_SPARSE_VECTOR not in self._shard_config()["sparse_vectors"]:
+            return []
+        indices, values = sparse
+        found = self._shard.query(
+            QueryRequest(
+                limit=len(point_ids),
+                query=Query.Nearest(
+                    SparseVector(indices.tolist(), values.tolist()), using=PAGE_SPARSE_VECTOR
+                ),
+                filter=Filter(must=[HasIdCondition(set(point_ids))]),
+                with_payload=True,
+            )
+        )
+        return [Hit(str(point.id), point.score, point.payload or {}) for point in found]
+
     def nearest_pictures(
         self, image: np.ndarray, *, limit: int, query_filter: QueryFilter | None = None
     ) -> list[Hit]:
@@ -400,7 +428,7 @@ class EdgeStore:
 
 
 def _shard_config_for(
-    dense_dim: int, image_dim: int | None, multilingual_dim: int | None
+    dense_dim: int, image_dim: int | None, multilingual_dim: int | None, page_keywords: bool
 ) -> EdgeConfig:
     """The shard's layout. Cold: the files are mapped and read on demand, not loaded into
     memory when the shard opens; the operating system's page cache keeps what searches touch.
@@ -434,7 +462,9 @@ def _shard_config_for(
             if size
         },
         sparse_vectors={
-            SPARSE_VECTOR: EdgeSparseVectorParams(modifier=Modifier.Idf, memory=Memory.Cold)
+            name: EdgeSparseVectorParams(modifier=Modifier.Idf, memory=Memory.Cold)
+            for name in (SPARSE_VECTOR, PAGE_SPARSE_VECTOR)
+            if name == SPARSE_VECTOR or page_keywords
         },
         payload_memory=Memory.Cold,
         id_tracker_memory=Memory.Cold,
@@ -502,6 +532,9 @@ def _vectors(point: IndexPoint, sparse_type: type) -> dict[str, Any]:
         vectors[IMAGE_VECTOR] = point.image.tolist()
     if point.multilingual is not None:
         vectors[MULTILINGUAL_VECTOR] = point.multilingual.tolist()
+    if point.page_sparse is not None:
+        indices, values = point.page_sparse
+        vectors[PAGE_SPARSE_VECTOR] = sparse_type(indices.tolist(), values.tolist())
     return vectors
 
 

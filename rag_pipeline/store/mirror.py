@@ -62,7 +62,9 @@ class CollectionMirror:
             collection.name
         ) and self.store.replace_with_copy_of(embedded_path(settings, collection.name))
         sizes = vector_sizes(self.settings)
-        self.store.ensure_collection(sizes.dense, sizes.image, sizes.multilingual)
+        self.store.ensure_collection(
+            sizes.dense, sizes.image, sizes.multilingual, page_keywords=sizes.page_keywords
+        )
         if copied or held is None:
             held = _versions_held(catalog, self.store, collection.name, stamp if copied else None)
         self._held = held

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from rag_pipeline import ids
 from rag_pipeline.config import EmbeddingSettings, Settings
 from rag_pipeline.embedding import (
     EmbeddingCache,
@@ -39,6 +40,7 @@ class VectorModels:
     sparse: str
     image: str | None  # no image vectors when None
     multilingual: str | None  # text the dense model does not understand; None: no such vectors
+    page_sparse: str | None  # whole pages' keywords (see page_chunks); None: no such vectors
     embedding: EmbeddingSettings  # which text goes to which dense model
 
     @classmethod
@@ -48,12 +50,17 @@ class VectorModels:
             sparse=settings.embedding.sparse_model_id,
             image=clip_model_id(settings.images),
             multilingual=multilingual_model(settings.embedding),
+            page_sparse=pages.sparse_model_id
+            if (pages := settings.embedding.for_pages())
+            else None,
             embedding=settings.embedding,
         )
 
     @property
     def layout(self) -> VectorLayout:
-        return VectorLayout(self.dense, self.sparse, self.image, self.multilingual)
+        return VectorLayout(
+            self.dense, self.sparse, self.image, self.multilingual, self.page_sparse
+        )
 
     def is_multilingual(self, lang: str) -> bool:
         """Whether a text in ``lang`` has the multilingual model's vector."""
@@ -75,7 +82,31 @@ def vector_sizes(settings: Settings) -> VectorSizes:
             if foreign
             else None
         ),
+        page_keywords=settings.embedding.for_pages() is not None,
     )
+
+
+def page_chunks(rows: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    """A document's text chunks by the page they start on, in order: what a page's keyword
+    vector is made of (a chunk running on to the next page counts on the one it starts on,
+    where it is cited)."""
+    pages: dict[int, list[dict[str, Any]]] = {}
+    for row in rows:
+        if row["text"] and row["page_start"] is not None and not is_picture(row):
+            pages.setdefault(row["page_start"], []).append(row)
+    return pages
+
+
+# Bump when a page's text is made differently from the same chunks
+# (``indexing.run.Indexer._embed_pages``): its vector is cached under its chunks' texts.
+PAGE_TEXT_VERSION = "page-text-1"
+
+
+def page_key(chunks: list[dict[str, Any]]) -> str:
+    """What a page's keyword vector is cached under: the hash of its chunks' texts (the
+    vector itself is of their text as the document has it; the same chunks always give the
+    same text)."""
+    return ids.text_hash("\n".join([PAGE_TEXT_VERSION, *(chunk["text"] for chunk in chunks)]))
 
 
 def points_from_cache(
@@ -86,8 +117,9 @@ def points_from_cache(
 ) -> list[IndexPoint]:
     """A document's chunk rows as points, their vectors read from the embedding cache.
 
-    A chunk with text needs both text vectors, a picture its image vector when pictures have
-    vectors. Chunks missing one are left out (the caller compares the counts).
+    A chunk with text needs both text vectors (and its page's keywords when pages have them),
+    a picture its image vector when pictures have vectors. Chunks missing one are left out
+    (the caller compares the counts).
     """
     hashes = [row["text_hash"] for row in rows if row["text"]]
     by_model: dict[str, list[str]] = {}  # each text's dense vector is its language's model's
@@ -100,6 +132,14 @@ def points_from_cache(
     sparse = cache.get_many(models.sparse, hashes)
     pictures = [row["image_sha256"] for row in rows if is_picture(row)]
     images = cache.get_many(models.image, pictures) if models.image and pictures else {}
+    page_hashes = (
+        {page: page_key(chunks) for page, chunks in page_chunks(rows).items()}
+        if models.page_sparse
+        else {}
+    )
+    page_vectors = (
+        cache.get_many(models.page_sparse, list(page_hashes.values())) if models.page_sparse else {}
+    )
     points: list[IndexPoint] = []
     for row in rows:
         text_hash = row["text_hash"]
@@ -111,15 +151,27 @@ def points_from_cache(
             if row["image_sha256"] not in images:
                 continue
             image = np.frombuffer(images[row["image_sha256"]], dtype=np.float32)
+        page_vector = None
+        if (page_hash := page_hashes.get(row["page_start"])) and not is_picture(row):
+            if page_hash not in page_vectors:
+                continue
+            keywords = SparseVector.from_bytes(page_vectors[page_hash])
+            page_vector = (keywords.indices, keywords.values)
         text_vectors = None
         if has_text:
             vector = SparseVector.from_bytes(sparse[text_hash])
             text_vectors = (vector.indices, vector.values)
         dense_vector = np.frombuffer(dense[text_hash], dtype=np.float32) if has_text else None
-        if dense_vector is not None and models.is_multilingual(row["lang"]):
-            points.append(
-                chunk_point(row, facts, None, text_vectors, image, multilingual=dense_vector)
+        multilingual = dense_vector is not None and models.is_multilingual(row["lang"])
+        points.append(
+            chunk_point(
+                row,
+                facts,
+                None if multilingual else dense_vector,
+                text_vectors,
+                image,
+                multilingual=dense_vector if multilingual else None,
+                page_sparse=page_vector,
             )
-        else:
-            points.append(chunk_point(row, facts, dense_vector, text_vectors, image))
+        )
     return points

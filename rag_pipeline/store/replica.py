@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Protocol
 
 import numpy as np
@@ -102,6 +102,12 @@ class _SharedStore:
             return []
         return search.nearest_pictures(image, limit=limit, query_filter=query_filter)
 
+    def page_keyword_scores(
+        self, sparse: tuple[np.ndarray, np.ndarray], point_ids: Collection[str]
+    ) -> list[Hit]:
+        search = self._search
+        return [] if search is None else search.page_keyword_scores(sparse, point_ids)
+
     def holds_multilingual(self) -> bool:
         search = self._search
         return search is not None and search.holds_multilingual()
@@ -168,6 +174,14 @@ class EmbeddedReplica:
             return self._mirror.store.nearest_pictures(
                 image, limit=limit, query_filter=query_filter
             )
+
+    def page_keyword_scores(
+        self, sparse: tuple[np.ndarray, np.ndarray], point_ids: Collection[str]
+    ) -> list[Hit]:
+        with self._lock:
+            if self._mirror is None:
+                return []
+            return self._mirror.store.page_keyword_scores(sparse, point_ids)
 
     def holds_multilingual(self) -> bool:
         with self._lock:

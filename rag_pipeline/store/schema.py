@@ -19,6 +19,9 @@ DENSE_VECTOR = "text_dense"  # cosine
 # when embedding.multilingual_model applies): a text chunk has this or DENSE_VECTOR, not both
 MULTILINGUAL_VECTOR = "text_dense_multilingual"
 SPARSE_VECTOR = "text_sparse"  # IDF modifier: Qdrant turns term weights into BM25 scores
+# IDF modifier; the BM25 vector of the whole page a text chunk starts on, which every chunk
+# starting there carries (declared when embedding.page_keywords applies)
+PAGE_SPARSE_VECTOR = "page_sparse"
 IMAGE_VECTOR = "image"  # cosine; CLIP vectors of pictures (declared when images.clip_model is set)
 
 # Payload fields with a keyword index, and with a float index (filters on them are fast).
@@ -43,27 +46,31 @@ class VectorLayout:
     sparse_model: str
     image_model: str | None  # None: pictures have no vectors
     multilingual_model: str | None = None  # None: the dense model embeds every text
+    page_sparse_model: str | None = None  # None: pages have no keyword vectors
 
     def collection_name(self, prefix: str) -> str:
         """``<prefix>-<hash of the layout>``: a valid Qdrant collection and folder name."""
         return f"{prefix}-{ids.fingerprint(self.as_dict())[:8]}"
 
     def as_dict(self) -> dict[str, str | None]:
-        # Without multilingual vectors a layout is named as before they existed: such
+        # Without multilingual or page vectors a layout is named as before they existed: such
         # collections keep their names.
         layout = asdict(self)
-        if layout["multilingual_model"] is None:
-            del layout["multilingual_model"]
+        for later in ("multilingual_model", "page_sparse_model"):
+            if layout[later] is None:
+                del layout[later]
         return layout
 
 
 @dataclass(frozen=True, slots=True)
 class VectorSizes:
-    """The sizes of a collection's vectors, as the configured models make them."""
+    """The sizes of a collection's vectors, as the configured models make them (and whether
+    it has page keyword vectors, which have no size)."""
 
     dense: int | None  # None: no collection yet
     image: int | None  # None: pictures have no vectors
     multilingual: int | None  # None: no multilingual vectors
+    page_keywords: bool = False  # whether text chunks carry their page's keyword vector
 
     def __str__(self) -> str:
         return (
@@ -98,6 +105,7 @@ class IndexPoint:
     sparse: tuple[np.ndarray, np.ndarray] | None = None  # (indices, values)
     image: np.ndarray | None = None
     multilingual: np.ndarray | None = None
+    page_sparse: tuple[np.ndarray, np.ndarray] | None = None  # (indices, values) of its page
 
 
 @dataclass(slots=True)
@@ -116,6 +124,9 @@ class NearestHits:
     image: list[Hit] = field(default_factory=list)  # by a CLIP query vector, when one was given
     # by the multilingual model's query vector, when one was given
     multilingual: list[Hit] = field(default_factory=list)
+    # the other rankings' points scored by the query's keywords against their whole pages
+    # (PAGE_SPARSE_VECTOR; ``SearchableStore.page_keyword_scores``), when the collection has them
+    pages: list[Hit] = field(default_factory=list)
     # the passages of the parts of documents a question names (``serving.retrieval.named_parts``)
     named: list[Hit] = field(default_factory=list)
 
@@ -196,11 +207,13 @@ def chunk_point(
     image: np.ndarray | None = None,
     *,
     multilingual: np.ndarray | None = None,
+    page_sparse: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> IndexPoint:
     """A catalog chunk row (see ``chunking.chunk_as_record``) as a point.
 
-    A text chunk has both text vectors (its dense one by the dense or the multilingual model);
-    a picture has its CLIP vector and, when it has a caption, the caption's text vectors.
+    A text chunk has both text vectors (its dense one by the dense or the multilingual model),
+    and its page's keyword vector when pages have them; a picture has its CLIP vector and, when
+    it has a caption, the caption's text vectors.
     """
     bboxes = chunk["bboxes"]
     first = bboxes[0] if bboxes else None
@@ -210,6 +223,7 @@ def chunk_point(
         sparse=sparse,
         image=image,
         multilingual=multilingual,
+        page_sparse=page_sparse,
         payload={
             "doc_id": document.doc_id,
             "chunk_id": chunk["chunk_id"],

@@ -7,7 +7,7 @@ how the tests exercise this backend.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -20,6 +20,7 @@ from rag_pipeline.store.schema import (
     IMAGE_VECTOR,
     INDEXED_FIELDS,
     MULTILINGUAL_VECTOR,
+    PAGE_SPARSE_VECTOR,
     RANGE_FIELDS,
     SPARSE_VECTOR,
     Hit,
@@ -59,7 +60,12 @@ class QdrantServerStore:
         return self.client.collection_exists(self.collection)
 
     def ensure_collection(
-        self, dense_dim: int, image_dim: int | None = None, multilingual_dim: int | None = None
+        self,
+        dense_dim: int,
+        image_dim: int | None = None,
+        multilingual_dim: int | None = None,
+        *,
+        page_keywords: bool = False,
     ) -> None:
         from qdrant_client import models
 
@@ -88,7 +94,9 @@ class QdrantServerStore:
             self.collection,
             vectors_config=vectors,
             sparse_vectors_config={
-                SPARSE_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)
+                name: models.SparseVectorParams(modifier=models.Modifier.IDF)
+                for name in (SPARSE_VECTOR, PAGE_SPARSE_VECTOR)
+                if name == SPARSE_VECTOR or page_keywords
             },
         )
         for field in INDEXED_FIELDS:
@@ -121,10 +129,12 @@ class QdrantServerStore:
         not ask the server each time, and an existing collection's layout does not change
         (ensure_collection asks for a new collection instead)."""
         if name not in self._declared:
-            size = self._named_size(name)
-            if size is None and not self._exists():
+            if not self._exists():
                 return False  # no collection yet: ask again next time
-            self._declared[name] = size is not None
+            params = self.client.get_collection(self.collection).config.params
+            self._declared[name] = name in (params.sparse_vectors or {}) or (
+                self._named_size(name) is not None
+            )
         return self._declared[name]
 
     def holds_multilingual(self) -> bool:
@@ -262,6 +272,24 @@ class QdrantServerStore:
             }
         )
 
+    def page_keyword_scores(
+        self, sparse: tuple[np.ndarray, np.ndarray], point_ids: Collection[str]
+    ) -> list[Hit]:
+        from qdrant_client import models
+
+        if not point_ids or not self._declares(PAGE_SPARSE_VECTOR):
+            return []
+        indices, values = sparse
+        found = self.client.query_points(
+            self.collection,
+            query=models.SparseVector(indices=indices.tolist(), values=values.tolist()),
+            using=PAGE_SPARSE_VECTOR,
+            limit=len(point_ids),
+            query_filter=models.Filter(must=[models.HasIdCondition(has_id=list(point_ids))]),
+            with_payload=True,
+        )
+        return [Hit(str(point.id), point.score, point.payload or {}) for point in found.points]
+
     def nearest_pictures(
         self, image: np.ndarray, *, limit: int, query_filter: QueryFilter | None = None
     ) -> list[Hit]:
@@ -309,6 +337,11 @@ def _vectors(point: IndexPoint) -> dict[str, object]:
         vectors[IMAGE_VECTOR] = point.image.tolist()
     if point.multilingual is not None:
         vectors[MULTILINGUAL_VECTOR] = point.multilingual.tolist()
+    if point.page_sparse is not None:
+        indices, values = point.page_sparse
+        vectors[PAGE_SPARSE_VECTOR] = models.SparseVector(
+            indices=indices.tolist(), values=values.tolist()
+        )
     return vectors
 
 

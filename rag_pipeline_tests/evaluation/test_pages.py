@@ -125,6 +125,7 @@ METHODS = {
     "hybrid minmax",
     "hybrid dbsf + freshness",
     "hybrid dbsf - page context",
+    "hybrid dbsf - page keywords",
     "hybrid dbsf - page diversity",
     "hybrid dbsf - named parts",
     "hybrid dbsf - query length",

@@ -4,6 +4,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -365,5 +366,34 @@ def test_multilingual_vectors_are_searched_apart_and_leave_with_their_document(
         assert opened.holds_multilingual() is (backend != "edge")
         with pytest.raises(StoreError, match="multilingual"):
             opened.ensure_collection(DIM)
+    finally:
+        opened.close()
+
+
+@pytest.mark.parametrize("backend", ["edge", "qdrant-client"])
+@pytest.mark.parametrize("page_keywords", [True, False])
+def test_the_given_points_are_scored_by_their_pages_keywords_where_the_collection_has_them(
+    backend: str, page_keywords: bool, tmp_path: Path
+) -> None:
+    opened: VectorStore = (
+        EdgeStore(tmp_path / "edge") if backend == "edge" else _local_mode(tmp_path)
+    )
+    try:
+        opened.ensure_collection(DIM, page_keywords=page_keywords)
+        points = [_point("report", "v1", index, seed=index + 1) for index in range(3)]
+        # chunks 0 and 1 start on a page holding terms 7 and 8; chunk 2 on one holding 7 alone
+        for point, page, terms in zip(points, (1, 1, 2), ([7, 8], [7, 8], [7]), strict=True):
+            point.page_sparse = (np.array(terms), np.ones(len(terms), dtype=np.float32))
+            point.payload["page"] = page
+        opened.upsert(points if page_keywords else [replace(p, page_sparse=None) for p in points])
+        query = (np.array([7, 8]), np.array([1.0, 1.0], dtype=np.float32))
+        asked = {points[2].point_id, points[1].point_id}
+        found = opened.page_keyword_scores(query, asked)
+        if page_keywords:
+            assert [hit.point_id for hit in found] == [points[1].point_id, points[2].point_id]
+            assert found[0].score > found[1].score > 0
+        else:
+            assert found == []
+        assert opened.page_keyword_scores(query, set()) == []
     finally:
         opened.close()

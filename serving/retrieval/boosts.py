@@ -1,5 +1,5 @@
-"""What moves candidates after fusion: their page's context, their document's freshness and
-year, at most a few passages per page, and a look-up's rare identifiers."""
+"""What moves candidates after fusion: their page's context and keywords, their document's
+freshness and year, at most a few passages per page, and a look-up's rare identifiers."""
 
 from __future__ import annotations
 
@@ -85,6 +85,29 @@ def with_page_context(candidates: list[Candidate], weight: float) -> list[Candid
             first, *second = best[page]
             other = first if candidate.fused_score < first else (second or [0.0])[0]
             candidate.page_score = weight * other
+    return sorted(candidates, key=lambda candidate: -candidate.score)
+
+
+def with_page_keywords(
+    candidates: list[Candidate], page_hits: list[Hit], weight: float
+) -> list[Candidate]:
+    """The candidates with their page keyword scores, ordered again: each passage gains
+    ``weight`` × how well the whole page it starts on matches the query's keywords (its page's
+    BM25 score over the best page's, from ``page_hits``, the chunks of the best-matching
+    pages). A page answers as a whole (a title on top, the figure asked for in a table below)
+    where no one passage holds every word of the question."""
+    best: dict[tuple[str, int], float] = {}
+    for hit in page_hits:
+        page = hit.payload.get("page")
+        if page is not None:
+            key = (hit.payload.get("doc_id", ""), page)
+            best[key] = max(best.get(key, 0.0), hit.score)
+    top = max(best.values(), default=0.0)
+    if top <= 0:
+        return candidates
+    for candidate in candidates:
+        if (page := _page_of(candidate)) in best:
+            candidate.page_keyword_score = weight * best[page] / top
     return sorted(candidates, key=lambda candidate: -candidate.score)
 
 

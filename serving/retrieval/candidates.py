@@ -45,6 +45,8 @@ class Candidate:
     multilingual_score: float | None = None
     fused_score: float = 0.0
     page_score: float | None = None  # page_weight × the best fused score of its page's others
+    # page_keyword_weight × how well its page's whole text matches the query's keywords
+    page_keyword_score: float | None = None
     rerank_score: float | None = None
     freshness_score: float | None = None  # weight × 0.5^(age / half-life), when configured
     named_year_score: float | None = None  # weight when its document is of a year the query names
@@ -57,11 +59,12 @@ class Candidate:
     @property
     def score(self) -> float:
         """The score that orders the final passages: the reranker's, else the fused one with
-        its page's context, plus the freshness, named year and named part scores."""
+        its page's context and keywords, plus the freshness, named year and named part
+        scores."""
         if self.rerank_score is not None:
             base = self.rerank_score
         else:
-            base = self.fused_score + (self.page_score or 0.0)
+            base = self.fused_score + (self.page_score or 0.0) + (self.page_keyword_score or 0.0)
         return (
             base
             + (self.freshness_score or 0.0)

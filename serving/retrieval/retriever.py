@@ -28,6 +28,7 @@ from serving.retrieval.boosts import (
     looks_up,
     of_named_years,
     with_page_context,
+    with_page_keywords,
     years_in,
 )
 from serving.retrieval.candidates import Candidate, QueryError, Retrieval
@@ -131,10 +132,23 @@ class Retriever:
 
         with _timed(timings, "search"):
             nearest = nearest_where(query_filter, limit)
+            if self.settings.retrieval.page_keyword_weight:
+                nearest.pages = self.page_keywords(text, nearest)
         if parts := named_parts(text):
             with _timed(timings, "named parts"):
                 nearest.named = self._named(parts, text, nearest, query_filter, nearest_where)
         return nearest
+
+    def page_keywords(self, query: str, nearest: NearestHits) -> list[Hit]:
+        """The points ``nearest`` found, scored by how well their whole pages match the query's
+        keywords: the candidates' pages and no others, so that the best of them counts as the
+        full score (over the whole index, a filing's many pages that name the company and the
+        year would crowd out those the passages found)."""
+        found = (*nearest.dense, *nearest.sparse, *nearest.multilingual)
+        keywords = self.sparse.embed_query(_normalised(query))
+        return self.store.page_keyword_scores(
+            (keywords.indices, keywords.values), {hit.point_id for hit in found}
+        )
 
     def _named(
         self,
@@ -189,12 +203,12 @@ class Retriever:
     ) -> tuple[list[Candidate], list[Candidate]]:
         """(every candidate in final order, the passages to answer from).
 
-        Fused (by ``fusion``, default the settings'), with page context when configured; the
-        best ``rerank_candidates`` reranked when a reranker is configured and ``rerank`` (they
-        then come first, in rerank order); freshness and the named year added; at most
-        ``page_passages`` of a page before the pages not yet shown; in a look-up, no dense
-        guess before a passage holding a rare identifier; the first ``keep`` kept if they reach
-        ``min_score``; before all, the passages of the parts the question names (see
+        Fused (by ``fusion``, default the settings'), with page context and page keywords when
+        configured; the best ``rerank_candidates`` reranked when a reranker is configured and
+        ``rerank`` (they then come first, in rerank order); freshness and the named year added;
+        at most ``page_passages`` of a page before the pages not yet shown; in a look-up, no
+        dense guess before a passage holding a rare identifier; the first ``keep`` kept if they
+        reach ``min_score``; before all, the passages of the parts the question names (see
         ``named_parts``).
         """
         terms = self.sparse.query_terms(query)  # None for SPLADE, which expands the query
@@ -204,6 +218,10 @@ class Retriever:
             candidates = fuse(nearest, config, understood=self.understands(query))
             if config.page_weight:
                 candidates = with_page_context(candidates, config.page_weight)
+            if config.page_keyword_weight and nearest.pages:
+                candidates = with_page_keywords(
+                    candidates, nearest.pages, config.page_keyword_weight
+                )
         depth = max(config.rerank_candidates, keep)
         if rerank and self.reranker is not None and candidates:
             pool = candidates[:depth]
