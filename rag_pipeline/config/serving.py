@@ -65,9 +65,10 @@ class RetrievalSettings(BaseModel):
         ge=0,
         description="Page keywords: each passage on a page gains this weight × how well its "
         "whole page matches the question's keywords (BM25 over the page's text, as a share of "
-        "the best page's), on the fused scores' scale. A page often answers as a whole (a "
-        "statement's title on top, the figure asked for in a table below) where no one "
-        "passage holds every word. Needs page vectors (embedding.page_keywords). 0: off.",
+        "the best score among the candidates' pages), on the fused scores' scale. A page often "
+        "answers as a whole (a statement's title on top, the figure asked for in a table "
+        "below) where no one passage holds every word. Needs page vectors "
+        "(embedding.page_keywords). 0: off (and no page is scored).",
     )
     identifier_documents: int = Field(
         3,

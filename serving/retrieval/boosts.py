@@ -92,9 +92,9 @@ def with_page_keywords(
     candidates: list[Candidate], page_hits: list[Hit], weight: float
 ) -> list[Candidate]:
     """The candidates with their page keyword scores, ordered again: each passage gains
-    ``weight`` × how well the whole page it starts on matches the query's keywords (its page's
-    BM25 score over the best page's, from ``page_hits``, the chunks of the best-matching
-    pages). A page answers as a whole (a title on top, the figure asked for in a table below)
+    ``weight`` × how well the whole page it starts on matches the query's keywords: its page's
+    BM25 score over the best page's, from ``page_hits`` (the candidates, each scored by its
+    page). A page answers as a whole (a title on top, the figure asked for in a table below)
     where no one passage holds every word of the question."""
     best: dict[tuple[str, int], float] = {}
     for hit in page_hits:
