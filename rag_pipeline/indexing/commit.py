@@ -87,7 +87,10 @@ def write_points(indexer: Indexer, doc_ids: Iterable[str]) -> dict[str, Metadata
     if to_index:
         sizes = vector_sizes(settings)
         indexer.store.ensure_collection(
-            sizes.dense, sizes.image, sizes.multilingual, page_keywords=sizes.page_keywords
+            sizes.dense,
+            sizes.image,
+            sizes.multilingual,
+            page_keywords=settings.embedding.for_pages() is not None,
         )
         catalog.mark_for_repair(collection, [task.doc_id for task in to_index])
         pending: list[_Written] = []

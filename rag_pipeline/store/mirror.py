@@ -63,7 +63,10 @@ class CollectionMirror:
         ) and self.store.replace_with_copy_of(embedded_path(settings, collection.name))
         sizes = vector_sizes(self.settings)
         self.store.ensure_collection(
-            sizes.dense, sizes.image, sizes.multilingual, page_keywords=sizes.page_keywords
+            sizes.dense,
+            sizes.image,
+            sizes.multilingual,
+            page_keywords=self.settings.embedding.for_pages() is not None,
         )
         if copied or held is None:
             held = _versions_held(catalog, self.store, collection.name, stamp if copied else None)

@@ -82,7 +82,6 @@ def vector_sizes(settings: Settings) -> VectorSizes:
             if foreign
             else None
         ),
-        page_keywords=settings.embedding.for_pages() is not None,
     )
 
 

@@ -64,13 +64,11 @@ class VectorLayout:
 
 @dataclass(frozen=True, slots=True)
 class VectorSizes:
-    """The sizes of a collection's vectors, as the configured models make them (and whether
-    it has page keyword vectors, which have no size)."""
+    """The sizes of a collection's vectors, as the configured models make them."""
 
     dense: int | None  # None: no collection yet
     image: int | None  # None: pictures have no vectors
     multilingual: int | None  # None: no multilingual vectors
-    page_keywords: bool = False  # whether text chunks carry their page's keyword vector
 
     def __str__(self) -> str:
         return (
